@@ -1,0 +1,40 @@
+# Two commands set everything up: `make run` (the service) and `make test` (the suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c constraints.txt
+
+.PHONY: run test install install-test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q --upgrade "pip>=24"
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) -e ".[aic]"
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e ".[aic,test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+run: install
+	@echo "sglang-tuner: http://$(HOST):$(PORT)  (try: curl -s http://$(HOST):$(PORT)/healthz)"
+	$(BIN)/sglang-tuner serve --host $(HOST) --port $(PORT) --dev
+
+test: install-test
+	$(BIN)/lint-imports
+	$(BIN)/ruff check service plugins policies tests
+	$(BIN)/python -m pytest -q -p no:randomly
+
+bench: install-test
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Built-in cost models (loaded through the `sglang_tuner` entry-point group)."""

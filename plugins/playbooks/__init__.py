@@ -1,0 +1,1 @@
+"""Built-in playbooks (loaded through the `sglang_tuner` entry-point group)."""

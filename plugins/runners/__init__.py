@@ -1,0 +1,1 @@
+"""Built-in runners (loaded through the `sglang_tuner` entry-point group)."""

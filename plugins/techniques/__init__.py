@@ -1,0 +1,1 @@
+"""Built-in techniques (loaded through the `sglang_tuner` entry-point group)."""

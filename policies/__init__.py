@@ -1,0 +1,1 @@
+"""Built-in decision policies (loaded through the `sglang_tuner` entry-point group)."""

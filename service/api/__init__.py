@@ -1,0 +1,1 @@
+"""HTTP API (Litestar). The app factory lives in `service.api.app`."""

@@ -1,0 +1,53 @@
+"""Domain types (msgspec Structs): hardware, models, workloads, SLOs, deployments, rounds and jobs."""
+
+from service.domain.bench import (
+    BenchFigures,
+    BenchSpec,
+    Provenance,
+    RequestSamples,
+    RoundResult,
+    RoundStatus,
+    ServerMetrics,
+    Source,
+)
+from service.domain.deployment import (
+    Deployment,
+    FlagValue,
+    PlacedWorker,
+    RouterConfig,
+    ServerConfig,
+    WorkerGroup,
+    place_workers,
+)
+from service.domain.scenario import DEFAULT_SGLANG_VERSION, QualityResult, Scenario
+from service.domain.hardware import GPU_CATALOGUE, GpuSpec, Hardware, gpu_spec
+from service.domain.model import Architecture, AttentionKind, ModelSpec, dtype_bytes, resolve_model
+from service.domain.slo import SLO, Objective
+from service.domain.tuning import (
+    ConfigDelta,
+    Decision,
+    Job,
+    JobState,
+    Pattern,
+    Round,
+    RoundState,
+    Verdict,
+)
+from service.domain.workload import (
+    DocumentSet,
+    LengthDist,
+    MeasuredProfile,
+    PrefixStructure,
+    SpeculativeBehaviour,
+    StructuredOutput,
+    WorkloadProfile,
+)
+
+__all__ = [
+    "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
+    "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
+    "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
+    "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus", "RouterConfig",
+    "ServerConfig", "ServerMetrics", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
+    "WorkerGroup", "WorkloadProfile", "dtype_bytes", "gpu_spec", "place_workers", "resolve_model",
+]

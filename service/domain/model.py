@@ -1,0 +1,200 @@
+"""Model specification built from a Hugging Face `config.json`.
+
+Covers dense GQA transformers, MoE, MLA (DeepSeek-style latent KV) and hybrid linear attention (some
+layers keep a fixed-size recurrent state instead of a KV cache). Parameter counts come from a sidecar
+`model.toml` when the model ships with the project (so the casebook's stated figures hold), otherwise
+they are estimated from the config.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "auto": 2.0, "fp8": 1.0, "fp8_e5m2": 1.0,
+                                 "fp8_e4m3": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
+
+
+class Architecture(StrEnum):
+    DENSE = "dense"
+    MOE = "moe"
+
+
+class AttentionKind(StrEnum):
+    GQA = "gqa"
+    MLA = "mla"
+    HYBRID_LINEAR = "hybrid_linear"
+
+
+class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What the tuner needs to know about a model."""
+
+    name: str
+    architecture: Architecture
+    attention: AttentionKind
+    params_total: float
+    params_active: float
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    max_context: int
+    intermediate_size: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    full_attention_layers: int = 0
+    linear_state_bytes_per_request: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    provenance: str = ""
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a per-token KV cache."""
+        return self.full_attention_layers or self.num_layers
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> int:
+        """KV cache bytes per token across all layers (casebook: 2 x layers x kv_heads x head_dim x bytes)."""
+        width = dtype_bytes(kv_dtype)
+        if self.attention is AttentionKind.MLA:
+            # MLA stores one compressed latent plus the rope key per token per layer.
+            return int(self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * width)
+        return int(2 * self.kv_layers * self.num_kv_heads * self.head_dim * width)
+
+    def weight_bytes(self, weight_dtype: str = "bf16") -> float:
+        return self.params_total * dtype_bytes(weight_dtype)
+
+    def active_weight_bytes(self, weight_dtype: str = "bf16") -> float:
+        """Bytes read per decode step when every active parameter is touched once."""
+        return self.params_active * dtype_bytes(weight_dtype)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.architecture is Architecture.MOE
+
+
+def dtype_bytes(dtype: str | None) -> float:
+    """Bytes per element for a weight or KV dtype name (`fp8`, `fp8_e5m2`, `bf16`, `auto`...)."""
+    key = (dtype or "auto").lower()
+    if key not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
+    return DTYPE_BYTES[key]
+
+
+def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
+    text = cfg.get("text_config")
+    for source in (cfg, text if isinstance(text, dict) else {}):
+        for name in names:
+            if source.get(name) is not None:
+                return source[name]
+    return default
+
+
+def estimate_params(cfg: dict[str, Any]) -> tuple[float, float]:
+    """Estimate (total, active) parameters from a config when no sidecar states them."""
+    hidden = int(_get(cfg, "hidden_size"))
+    layers = int(_get(cfg, "num_hidden_layers"))
+    heads = int(_get(cfg, "num_attention_heads"))
+    kv_heads = int(_get(cfg, "num_key_value_heads", default=heads))
+    head_dim = int(_get(cfg, "head_dim", default=hidden // heads))
+    vocab = int(_get(cfg, "vocab_size", default=32000))
+    attn = hidden * head_dim * (heads * 2 + kv_heads * 2)
+    experts = int(_get(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0))
+    if experts:
+        moe_inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+        top_k = int(_get(cfg, "num_experts_per_tok", "num_experts_per_token", default=8))
+        shared = int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0))
+        per_expert = 3 * hidden * moe_inter
+        mlp_total, mlp_active = per_expert * (experts + shared), per_expert * (top_k + shared)
+    else:
+        mlp_total = mlp_active = 3 * hidden * int(_get(cfg, "intermediate_size"))
+    embed = 2 * vocab * hidden
+    return float(layers * (attn + mlp_total) + embed), float(layers * (attn + mlp_active) + embed)
+
+
+def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | None = None) -> ModelSpec:
+    """Build a ModelSpec from a parsed config.json; `sidecar` may state params and provenance."""
+    sidecar = sidecar or {}
+    hidden = int(_get(cfg, "hidden_size"))
+    heads = int(_get(cfg, "num_attention_heads"))
+    layers = int(_get(cfg, "num_hidden_layers"))
+    experts = int(_get(cfg, "num_experts", "n_routed_experts", "num_local_experts", default=0))
+    kv_lora = int(_get(cfg, "kv_lora_rank", default=0) or 0)
+    layer_types = _get(cfg, "layer_types", default=None)
+    full_layers = 0
+    attention = AttentionKind.MLA if kv_lora else AttentionKind.GQA
+    if isinstance(layer_types, list) and any("linear" in str(t) for t in layer_types):
+        attention = AttentionKind.HYBRID_LINEAR
+        full_layers = sum(1 for t in layer_types if "full" in str(t))
+    total, active = estimate_params(cfg)
+    linear_state = 0
+    if attention is AttentionKind.HYBRID_LINEAR:
+        k_dim = int(_get(cfg, "linear_key_head_dim", default=128))
+        v_dim = int(_get(cfg, "linear_value_head_dim", default=128))
+        v_heads = int(_get(cfg, "linear_num_value_heads", default=heads))
+        # Recurrent state per linear layer: heads x k_dim x v_dim in fp32.
+        linear_state = (layers - full_layers) * v_heads * k_dim * v_dim * 4
+    return ModelSpec(
+        name=name,
+        architecture=Architecture.MOE if experts else Architecture.DENSE,
+        attention=attention,
+        params_total=float(sidecar.get("params_total", total)),
+        params_active=float(sidecar.get("params_active", active)),
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=int(_get(cfg, "num_key_value_heads", default=heads)),
+        head_dim=int(_get(cfg, "head_dim", default=hidden // heads)),
+        vocab_size=int(_get(cfg, "vocab_size", default=32000)),
+        max_context=int(_get(cfg, "max_position_embeddings", default=32768)),
+        intermediate_size=int(_get(cfg, "intermediate_size", default=0) or 0),
+        kv_lora_rank=kv_lora,
+        qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0) or 0),
+        full_attention_layers=full_layers,
+        linear_state_bytes_per_request=linear_state,
+        num_experts=experts,
+        experts_per_token=int(_get(cfg, "num_experts_per_tok", "num_experts_per_token", default=0) or 0),
+        moe_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=0) or 0),
+        provenance=str(sidecar.get("provenance", "estimated from config.json")),
+    )
+
+
+MODELS_DIR = Path(__file__).parent / "models"
+
+
+def load_model_dir(path: Path, name: str | None = None) -> ModelSpec:
+    """Load a folder holding `config.json` and, optionally, a `model.toml` sidecar."""
+    cfg = json.loads((path / "config.json").read_text())
+    sidecar_path = path / "model.toml"
+    sidecar = tomllib.loads(sidecar_path.read_text()) if sidecar_path.exists() else {}
+    return model_from_config(cfg, name or str(sidecar.get("name", path.name)), sidecar)
+
+
+def shipped_models() -> dict[str, Path]:
+    """Models that ship with the project: Hugging Face id -> folder."""
+    found: dict[str, Path] = {}
+    for sidecar in sorted(MODELS_DIR.glob("*/model.toml")):
+        found[str(tomllib.loads(sidecar.read_text())["name"])] = sidecar.parent
+    return found
+
+
+def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:
+    """A shipped model by Hugging Face id, or a local folder holding a config.json."""
+    shipped = shipped_models()
+    if ref in shipped:
+        return load_model_dir(shipped[ref])
+    path = Path(ref)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if (path / "config.json").exists():
+        return load_model_dir(path, name=ref)
+    known = ", ".join(shipped)
+    raise KeyError(f"unknown model {ref!r}: not a shipped model ({known}) nor a folder with config.json")

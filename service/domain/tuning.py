@@ -1,0 +1,112 @@
+"""Tuning records: config deltas, decisions, rounds and jobs, with state enums that carry behaviour."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+import msgspec
+
+from service.domain.bench import RoundResult
+from service.domain.deployment import Deployment, FlagValue, RouterConfig
+from service.domain.workload import WorkloadProfile
+
+
+class ConfigDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """What one candidate changes, with a sentence a person can check."""
+
+    technique: str
+    summary: str
+    set_server: dict[str, FlagValue | None] = msgspec.field(default_factory=dict)
+    roles: list[str] = msgspec.field(default_factory=lambda: ["unified", "prefill", "decode"])
+    deployment: Deployment | None = None
+    router: RouterConfig | None = None
+    workload: WorkloadProfile | None = None
+    client_concurrency: int | None = None
+    model: str | None = None
+
+
+class Verdict(StrEnum):
+    ACCEPT = "accept"
+    KEEP_TRADEOFF = "keep_tradeoff"
+    ROLLBACK = "rollback"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+
+    def keeps_candidate(self) -> bool:
+        return self in (Verdict.ACCEPT, Verdict.KEEP_TRADEOFF)
+
+
+class Pattern(StrEnum):
+    """The casebook's metric-change pattern table."""
+
+    THROUGHPUT_UP_LATENCY_UP = "throughput_up_latency_up"
+    THROUGHPUT_UP_LATENCY_DOWN = "throughput_up_latency_down"
+    THROUGHPUT_DOWN_TAIL_DOWN = "throughput_down_tail_down_a_lot"
+    MEDIAN_FLAT_P99_DOWN = "median_flat_p99_down"
+    THROUGHPUT_DOWN_LATENCY_UP = "throughput_down_latency_up"
+    NOTHING_CHANGED = "nothing_changed"
+    NOT_APPLICABLE = "not_applicable"
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """A policy's judgement of a candidate round against the baseline."""
+
+    verdict: Verdict
+    pattern: Pattern
+    reasons: list[str]
+    figures: dict[str, float] = msgspec.field(default_factory=dict)
+    policy: str = ""
+
+
+class RoundState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    def is_terminal(self) -> bool:
+        return self in (RoundState.FINISHED, RoundState.FAILED, RoundState.INTERRUPTED)
+
+
+class Round(msgspec.Struct, kw_only=True):
+    """One benchmark round of a job; finished rounds never change, a retry is a new round."""
+
+    index: int
+    technique: str
+    delta: ConfigDelta | None
+    state: RoundState = RoundState.PENDING
+    results: list[RoundResult] = msgspec.field(default_factory=list)
+    decision: Decision | None = None
+    retry_of: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def is_terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class Job(msgspec.Struct, kw_only=True):
+    """A tuning job: a playbook applied to a scenario on a runner."""
+
+    id: str
+    playbook: str
+    runner: str
+    state: JobState = JobState.QUEUED
+    scenario: Any = None
+    rounds: list[Round] = msgspec.field(default_factory=list)
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    stop_reason: str | None = None
+    kind: Literal["tune", "round"] = "tune"

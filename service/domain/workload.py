@@ -1,0 +1,96 @@
+"""Workload profile: what the traffic looks like (casebook "Workload Profile - Metrics to Secure")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Position = Literal["front", "back"]
+
+
+class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A token-length distribution: a median and p95 (log-normal fit), a uniform range, or samples."""
+
+    median: int
+    p95: int | None = None
+    kind: Literal["lognormal", "uniform", "empirical", "fixed"] = "lognormal"
+    range_ratio: float = 0.0
+    samples: list[int] = msgspec.field(default_factory=list)
+    minimum: int = 1
+    maximum: int | None = None
+
+
+class DocumentSet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A corpus of long shared documents with a popularity law (casebook case 2: 80% on 50 of 1,000)."""
+
+    count: int
+    tokens: int
+    popular: int = 0
+    popular_share: float = 0.0
+
+
+class PrefixStructure(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How a prompt is assembled, so cache hits come from real prefix matching.
+
+    Order: [variable fields if front][system prompt][tools if first][documents][history]
+    [tools if after history][question][variable fields if back].
+    """
+
+    system_prompt_tokens: int = 0
+    tool_definition_tokens: int = 0
+    tools_position: Literal["first", "after_history"] = "first"
+    history_tokens: int = 0
+    documents: DocumentSet | None = None
+    variable_tokens: int = 0
+    variable_position: Position = "back"
+    conversations: int = 0
+
+
+class StructuredOutput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """JSON output requirements (casebook case 4)."""
+
+    mode: Literal["none", "prompt_only", "json_schema"] = "none"
+    schemas: int = 0
+    dynamic_schemas: bool = False
+    structural_token_fraction: float = 0.5
+    prompt_only_failure_rate: float = 0.0374
+
+
+class SpeculativeBehaviour(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How predictable the outputs are for a draft model (per-token acceptance probability)."""
+
+    draft_acceptance: float = 0.75
+
+
+class WorkloadProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Traffic as the casebook profiles it before tuning."""
+
+    name: str = "workload"
+    input: LengthDist = LengthDist(median=2048)
+    output: LengthDist = LengthDist(median=256)
+    prefix: PrefixStructure = PrefixStructure()
+    prefix_sharing_rate: float | None = None
+    peak_concurrency: int | None = None
+    request_rate: float | None = None
+    peak_request_rate: float | None = None
+    total_requests: int | None = None
+    structured_output: StructuredOutput = StructuredOutput()
+    speculative: SpeculativeBehaviour = SpeculativeBehaviour()
+
+
+class MeasuredProfile(msgspec.Struct, kw_only=True):
+    """What `sglang-tuner profile` measures from a request log."""
+
+    requests: int
+    skipped_lines: int
+    input_median: float
+    input_p95: int
+    output_median: float
+    output_p95: int
+    prefix_sharing_rate: float
+    radix_reuse_rate: float
+    peak_concurrency: int | None = None
+    request_rate: float | None = None
+    peak_request_rate: float | None = None
+    errors: list[str] = msgspec.field(default_factory=list)
