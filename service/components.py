@@ -7,6 +7,7 @@ Hooks are synchronous and cheap; slow work lives in the async methods here (`Run
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import msgspec
@@ -68,6 +69,15 @@ class RunnerCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     needs_gpu: bool
 
 
+@dataclass(frozen=True)
+class RoundContext:
+    """What the host hands a runner besides the scenario: the registered cost models and settings."""
+
+    cost_models: dict[str, CostModel] = field(default_factory=dict)
+    cost_model: str | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+
+
 class Runner(ABC):
     """Runs one benchmark round of a deployment and reports what it measured."""
 
@@ -75,7 +85,8 @@ class Runner(ABC):
     capabilities: ClassVar[RunnerCapabilities]
 
     @abstractmethod
-    async def run_round(self, scenario: Scenario, *, seed: int | None = None) -> RoundResult:
+    async def run_round(self, scenario: Scenario, *, seed: int | None = None,
+                        context: RoundContext | None = None) -> RoundResult:
         """Run the scenario's bench against its deployment; never raise for a measurement failure."""
 
 
@@ -142,5 +153,5 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 __all__ = [
     "SLO", "Applicability", "BenchSpec", "CostModel", "Deployment", "Objective", "Playbook", "Policy",
-    "Runner", "RunnerCapabilities", "StepCostModel", "Technique", "TuningContext", "WorkloadProfile",
+    "RoundContext", "Runner", "RunnerCapabilities", "StepCostModel", "Technique", "TuningContext", "WorkloadProfile",
 ]

@@ -135,6 +135,9 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         attention = AttentionKind.HYBRID_LINEAR
         full_layers = sum(1 for t in layer_types if "full" in str(t))
     total, active = estimate_params(cfg)
+    overrides = dict(sidecar.get("overrides", {}))
+    if "attention" in overrides:
+        attention = AttentionKind(overrides.pop("attention"))
     linear_state = 0
     if attention is AttentionKind.HYBRID_LINEAR:
         k_dim = int(_get(cfg, "linear_key_head_dim", default=128))
@@ -142,7 +145,7 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         v_heads = int(_get(cfg, "linear_num_value_heads", default=heads))
         # Recurrent state per linear layer: heads x k_dim x v_dim in fp32.
         linear_state = (layers - full_layers) * v_heads * k_dim * v_dim * 4
-    return ModelSpec(
+    spec = ModelSpec(
         name=name,
         architecture=Architecture.MOE if experts else Architecture.DENSE,
         attention=attention,
@@ -165,6 +168,7 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         moe_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=0) or 0),
         provenance=str(sidecar.get("provenance", "estimated from config.json")),
     )
+    return msgspec.structs.replace(spec, **overrides) if overrides else spec
 
 
 MODELS_DIR = Path(__file__).parent / "models"
