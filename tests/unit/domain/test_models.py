@@ -1,0 +1,70 @@
+"""Shipped casebook models match the casebook's stated numbers."""
+
+import pytest
+
+from service.domain import AttentionKind, resolve_model
+from service.domain.model import shipped_models
+
+
+def test_qwen36_27b_matches_the_casebook_capacity_section():
+    model = resolve_model("Qwen/Qwen3.6-27B")
+    assert (model.num_layers, model.num_kv_heads, model.head_dim) == (48, 8, 128)
+    assert model.params_total == 27e9
+    assert model.kv_bytes_per_token("bf16") == 196_608  # "≈ 192 KB"
+    assert model.kv_bytes_per_token("fp8_e5m2") == 98_304  # "96 KB"
+    assert model.weight_bytes("bf16") == pytest.approx(54e9)  # "54GB (BF16) to 27GB (FP8)"
+    assert model.weight_bytes("fp8") == pytest.approx(27e9)
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "active", "moe"),
+    [
+        ("Qwen/Qwen3.6-9B", 9e9, 9e9, False),
+        ("Qwen/Qwen3.6-4B", 4e9, 4e9, False),
+        ("Qwen/Qwen3.6-2B", 2e9, 2e9, False),
+        ("Qwen/Qwen3.6-35B-A3B", 35e9, 3e9, True),
+        ("zai-org/GLM-4.5-Air", 106e9, 12e9, True),
+        ("zai-org/GLM-5.2", 744e9, 40e9, True),
+        ("deepseek-ai/DeepSeek-V4-Flash", 284e9, 13e9, True),
+        ("Qwen/Qwen3.5-397B-A17B", 397e9, 17e9, True),
+    ],
+)
+def test_casebook_models_carry_stated_parameters(name, total, active, moe):
+    model = resolve_model(name)
+    assert (model.params_total, model.params_active, model.is_moe) == (total, active, moe)
+    assert model.weight_bytes("fp8") == pytest.approx(total)  # FP8 weights: one byte per parameter
+    assert "casebook" in model.provenance.lower()
+
+
+def test_every_shipped_model_states_its_provenance():
+    for name, folder in shipped_models().items():
+        assert (folder / "config.json").exists(), name
+        assert len(resolve_model(name).provenance) > 40, name
+
+
+def test_mla_stores_one_latent_per_token_not_k_and_v():
+    model = resolve_model("deepseek-ai/DeepSeek-V4-Flash")
+    assert model.attention is AttentionKind.MLA
+    assert model.kv_bytes_per_token("fp8") == model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim)
+
+
+def test_hybrid_linear_attention_keeps_kv_only_on_full_attention_layers():
+    model = resolve_model("Qwen/Qwen3.5-397B-A17B")
+    assert model.attention is AttentionKind.HYBRID_LINEAR
+    assert 0 < model.kv_layers < model.num_layers
+    assert model.linear_state_bytes_per_request > 0
+
+
+def test_local_config_folder_resolves(tmp_path):
+    (tmp_path / "config.json").write_text(
+        '{"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,'
+        ' "intermediate_size": 2048, "vocab_size": 1000}'
+    )
+    model = resolve_model(str(tmp_path))
+    assert model.kv_bytes_per_token("bf16") == 2 * 4 * 2 * 128 * 2
+    assert model.provenance == "estimated from config.json"
+
+
+def test_unknown_model_names_the_shipped_ones():
+    with pytest.raises(KeyError, match="Qwen/Qwen3.6-27B"):
+        resolve_model("no/such-model")

@@ -1,0 +1,75 @@
+"""Scenario files decode strictly: errors name the file, the line and the nearest valid key."""
+
+from pathlib import Path
+
+import pytest
+
+from service.scenario import InputFileError, load_scenario, parse_scenario
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "casebook" / "coding-assistant-final.toml"
+
+
+def _with(tmp_path: Path, old: str, new: str) -> Path:
+    text = EXAMPLE.read_text()
+    assert old in text
+    path = tmp_path / "scenario.toml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def test_the_casebook_final_scenario_loads():
+    scenario = load_scenario(EXAMPLE)
+    assert scenario.model == "Qwen/Qwen3.6-27B"
+    assert scenario.deployment.groups[0].replicas == 4
+    assert scenario.deployment.router is not None and scenario.deployment.router.policy == "cache_aware"
+    assert scenario.slo.ttft_p95_ms == 1000
+
+
+def test_misspelled_server_flag_names_file_line_and_nearest_key(tmp_path):
+    path = _with(tmp_path, "chunked-prefill-size = 4096", "chunked-prefil-size = 4096")
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    err = info.value
+    assert err.file == str(path)
+    assert err.line == _line_of(path, "chunked-prefil-size")
+    assert "did you mean `chunked-prefill-size`" in str(err)
+    assert err.field == "deployment.groups[0].server.chunked-prefil-size"
+
+
+def test_unknown_key_inside_an_inline_table_is_located(tmp_path):
+    path = _with(tmp_path, "output = { median = 400, p95 = 1800 }", "output = { median = 400, p96 = 1800 }")
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.line == _line_of(path, "p96")
+    assert "`p95`" in str(info.value)
+
+
+def test_wrong_type_names_the_field_and_line(tmp_path):
+    path = _with(tmp_path, "replicas = 4", 'replicas = "four"')
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.field == "deployment.groups[0].replicas"
+    assert info.value.line == _line_of(path, 'replicas = "four"')
+    assert "Expected `int`" in str(info.value)
+
+
+def test_unknown_top_level_table(tmp_path):
+    path = _with(tmp_path, "[slo]", "[sla]")
+    with pytest.raises(InputFileError, match="unknown key `sla` in the top level .*did you mean `slo`"):
+        load_scenario(path)
+
+
+def test_toml_syntax_error_carries_its_line():
+    with pytest.raises(InputFileError) as info:
+        parse_scenario('name = "x"\nmodel = \n', source="inline.toml")
+    assert info.value.line == 2
+    assert str(info.value).startswith("inline.toml:2")
+
+
+def test_missing_file_says_what_to_pass(tmp_path):
+    with pytest.raises(InputFileError, match="examples/casebook"):
+        load_scenario(tmp_path / "nope.toml")
