@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
@@ -21,6 +21,7 @@ from service.domain import (
     Hardware,
     ModelSpec,
     Objective,
+    QualityResult,
     RoundResult,
     Scenario,
     ServerConfig,
@@ -43,6 +44,7 @@ class TuningContext(msgspec.Struct, frozen=True, kw_only=True):
     baseline: RoundResult | None = None
     history: list[RoundResult] = msgspec.field(default_factory=list)
     tried: list[str] = msgspec.field(default_factory=list)
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Technique(ABC):
@@ -123,6 +125,40 @@ class StepCostModel(ABC):
         """Steps this model could not answer from measured data and estimated analytically."""
         return 0
 
+    # Optional refinements: cost models may override these; the defaults derive from the two steps above.
+
+    def mixed_seconds(self, new_tokens: int, cached_tokens: int, requests: int, batch: int,
+                      context_tokens: int) -> float:
+        """One forward pass carrying a prefill chunk and a decode batch (`--enable-mixed-chunk`)."""
+        decode = self.decode_seconds(batch, context_tokens) if batch > 0 else 0.0
+        return self.prefill_seconds(new_tokens, cached_tokens, requests) + decode
+
+    def speculative_step_seconds(self, batch: int, context_tokens: int, draft_tokens: int, draft_steps: int,
+                                 topk: int = 1) -> float:
+        """One speculative round: `draft_steps` draft passes, then a verify of `draft_tokens` per request.
+
+        The default prices the verify as a decode step over `batch x draft_tokens` tokens reading the same
+        KV, and each draft pass (EAGLE's one-layer head) at a twentieth of a decode step.
+        """
+        verify = self.decode_seconds(batch * max(draft_tokens, 1), context_tokens)
+        return verify + max(draft_steps, 0) * 0.05 * self.decode_seconds(batch * max(topk, 1), 0)
+
+    def transfer_seconds(self, nbytes: float, gbps: float) -> float:
+        """Time to move `nbytes` over a `gbps` GB/s link (HiCache tiers, PD KV transfer) on this model's clock."""
+        return max(nbytes, 0.0) / (max(gbps, 1e-9) * 1e9)
+
+    def expert_share(self, batch: int, context_tokens: int) -> float:
+        """Share of a decode step spent in MoE expert layers (0 for dense), so EP imbalance can scale it."""
+        return 0.0
+
+    def bound_tokens_per_second(self) -> float:
+        """An upper bound on generated tokens per second of this server instance (infinite when unknown)."""
+        return float("inf")
+
+    def describe(self) -> str:
+        """One line of provenance: what answered (data source, version, any mapping to a similar model)."""
+        return self.name
+
 
 class CostModel(ABC):
     """Factory of step cost models (plugins register these)."""
@@ -140,7 +176,14 @@ class CostModel(ABC):
 
 
 class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An ordered list of techniques for a scenario, with budget and defaults (data, not code)."""
+    """An ordered list of techniques for a scenario, with budget and defaults (data, not code).
+
+    `techniques` run in the listed order, or by the casebook's tuning order when `order = "casebook"` (an
+    empty list means every registered technique). `scenario` is a scenario file relative to the playbook.
+    Budget: `max_rounds` candidate rounds and `max_gpu_minutes`. `repeats` runs each round with that many
+    seeds. Techniques in `require_quality_for` are accepted only with a passing result in the scenario's
+    (or this playbook's) `quality` list; `options` holds per-technique settings; `source` is set by the loader.
+    """
 
     name: str
     description: str = ""
@@ -149,6 +192,14 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_rounds: int = 20
     repeats: int = 1
     require_quality_for: list[str] = msgspec.field(default_factory=list)
+    order: Literal["listed", "casebook"] = "listed"
+    runner: str | None = None
+    policy: str = "casebook"
+    max_gpu_minutes: float | None = None
+    quality: list[QualityResult] = msgspec.field(default_factory=list)
+    quality_tolerance: float = 0.02
+    options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    source: str = ""
 
 
 __all__ = [

@@ -1,0 +1,184 @@
+"""Compiling aiconfigurator-core engines for a ModelSpec and ServerConfig, cached per process.
+
+aiconfigurator-core reads a Hugging Face `config.json` (offline: `HF_HUB_OFFLINE=1` and a local folder or a
+model it bundles). The model's own shipped folder is tried first; a dense or MoE GQA model without one gets a
+Qwen3-shaped config written from its ModelSpec; anything else is mapped to the bundled model of the same kind
+and nearest size, and the mapping is reported in the step model's provenance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plugins.cost_models.shapes import FP8_QUANTIZATIONS
+from service import AttentionKind, Hardware, ModelSpec, ServerConfig, shipped_models
+
+# aiconfigurator-core's system names for the GPUs it has SGLang data for.
+AIC_SYSTEMS: dict[str, str] = {"H100-SXM": "h100_sxm", "H200-SXM": "h200_sxm"}
+# Bundled models by kind, with total parameters, for mapping a model aiconfigurator cannot read.
+BUNDLED_BY_KIND: dict[tuple[str, bool], list[tuple[str, float]]] = {
+    ("gqa", False): [("Qwen/Qwen3-8B", 8.2e9), ("Qwen/Qwen3-32B", 32.8e9)],
+    ("gqa", True): [("Qwen/Qwen3-30B-A3B", 30.5e9), ("Qwen/Qwen3-235B-A22B", 235e9)],
+    ("hybrid_linear", False): [("Qwen/Qwen3.5-27B", 27e9)],
+    ("hybrid_linear", True): [("Qwen/Qwen3.5-35B-A3B", 35e9), ("Qwen/Qwen3.5-122B-A10B", 122e9),
+                              ("Qwen/Qwen3.5-397B-A17B", 397e9)],
+    ("mla", True): [("sgl-project/DeepSeek-V4-Flash-FP8", 284e9), ("deepseek-ai/DeepSeek-V3", 671e9)],
+}
+
+
+@dataclass(frozen=True)
+class EngineKey:
+    """What a compiled engine depends on: the config it read, the system, the parallel layout and quant modes."""
+
+    model_path: str
+    system: str
+    tp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+    gemm_quant: str | None
+    moe_quant: str | None
+    kv_quant: str | None
+    fmha_quant: str | None
+
+
+@dataclass
+class CompiledEngine:
+    """A compiled engine, or why there is none; `source` says which config answered."""
+
+    engine: Any | None
+    source: str
+    error: str = ""
+
+
+_ENGINES: dict[EngineKey, CompiledEngine] = {}
+
+
+def aic_system(hardware: Hardware) -> str | None:
+    """aiconfigurator-core's system name for this hardware, or None when it has no SGLang data for it."""
+    return AIC_SYSTEMS.get(hardware.spec.name)
+
+
+def quant_modes(server: ServerConfig, fmha_quant: str | None) -> dict[str, str | None]:
+    """aiconfigurator quant modes for SGLang's `--quantization` and `--kv-cache-dtype`.
+
+    FP8 KV runs FP8 attention (FlashAttention-3 FP8 kernels) unless `fmha_quant` says otherwise.
+    """
+    fp8_weights = (server.quantization or "").lower() in FP8_QUANTIZATIONS
+    fp8_kv = server.kv_dtype.startswith("fp8")
+    return {
+        "gemm_quant_mode": "fp8" if fp8_weights else None,  # SGLang online W8A8 FP8 (per-tensor)
+        "moe_quant_mode": "fp8_block" if fp8_weights else None,
+        "kvcache_quant_mode": "fp8" if fp8_kv else None,
+        "fmha_quant_mode": fmha_quant or ("fp8" if fp8_kv else None),
+    }
+
+
+def config_candidates(model: ModelSpec) -> list[tuple[str, str]]:
+    """Configs to try in order, each as (path or bundled name, provenance note)."""
+    found: list[tuple[str, str]] = []
+    shipped = shipped_models().get(model.name)
+    if shipped is not None and (shipped / "config.json").exists():
+        found.append((str(shipped), f"{model.name}'s shipped config.json"))
+    elif model.attention is AttentionKind.GQA:
+        found.append((synthesized_config(model), f"a Qwen3-shaped config.json written from {model.name}'s spec"))
+    nearest = nearest_bundled(model)
+    if nearest is not None:
+        found.append((nearest, f"bundled {nearest}, the nearest model of the same kind to {model.name}"))
+    return found
+
+
+def nearest_bundled(model: ModelSpec) -> str | None:
+    """The bundled model of the same attention kind and MoE-ness with the closest parameter count."""
+    candidates = BUNDLED_BY_KIND.get((model.attention.value, model.is_moe), [])
+    if not candidates:
+        return None
+    return min(candidates, key=lambda item: abs(item[1] - model.params_total))[0]
+
+
+def synthesized_config(model: ModelSpec) -> str:
+    """Write a Qwen3 (dense) or Qwen3-MoE config.json for a GQA model and return its folder."""
+    cfg: dict[str, Any] = {
+        "architectures": ["Qwen3MoeForCausalLM" if model.is_moe else "Qwen3ForCausalLM"],
+        "model_type": "qwen3_moe" if model.is_moe else "qwen3",
+        "hidden_size": model.hidden_size, "num_hidden_layers": model.num_layers,
+        "num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_kv_heads,
+        "head_dim": model.head_dim, "vocab_size": model.vocab_size, "max_position_embeddings": model.max_context,
+        "intermediate_size": model.intermediate_size or 4 * model.hidden_size, "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "hidden_act": "silu",
+    }
+    if model.is_moe:
+        cfg.update(num_experts=model.num_experts, num_experts_per_tok=model.experts_per_token,
+                   moe_intermediate_size=model.moe_intermediate_size, decoder_sparse_step=1)
+    folder = Path(tempfile.gettempdir()) / "sglang-tuner-aic" / model.name.replace("/", "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+    return str(folder)
+
+
+def parallel_layout(model: ModelSpec, server: ServerConfig) -> tuple[int, int, int, int]:
+    """(tp, attention_dp, moe_tp, moe_ep): aiconfigurator needs moe_tp x moe_ep == tp x attention_dp."""
+    tp = max(server.tp_size, 1)
+    adp = max(min(server.attention_dp_size, tp), 1)
+    attention_tp = max(tp // adp, 1)
+    if not model.is_moe:
+        return attention_tp, adp, 1, 1
+    ep = max(min(server.ep_size, tp), 1)
+    return attention_tp, adp, max(tp // ep, 1), ep
+
+
+def compile_engine(model: ModelSpec, hardware: Hardware, server: ServerConfig,
+                   fmha_quant: str | None = None) -> CompiledEngine:
+    """The first config that compiles for this layout (cached per key), or the reasons none did."""
+    system = aic_system(hardware)
+    if system is None:
+        return CompiledEngine(None, "", f"aiconfigurator-core has no SGLang data for {hardware.spec.name}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs are local; never reach for the hub
+    tp, adp, moe_tp, moe_ep = parallel_layout(model, server)
+    requested = quant_modes(server, fmha_quant)
+    # FP8 checkpoints (DeepSeek-V4-Flash-FP8) carry their own quant config; its modes are the second try.
+    variants = [(requested, "")]
+    if server.weight_dtype == "fp8" and fmha_quant is None:
+        variants.append((dict.fromkeys(requested), ", quant modes from the checkpoint"))
+    errors: list[str] = []
+    partial: CompiledEngine | None = None
+    for (path, note), (modes, how) in itertools.product(config_candidates(model), variants):
+        key = EngineKey(path, system, tp, adp, moe_tp, moe_ep, modes["gemm_quant_mode"], modes["moe_quant_mode"],
+                        modes["kvcache_quant_mode"], modes["fmha_quant_mode"])
+        if key not in _ENGINES:
+            _ENGINES[key] = _compile(key, note + how)
+        compiled = _ENGINES[key]
+        if compiled.engine is not None and _answers(compiled.engine):
+            return compiled
+        partial = partial or (compiled if compiled.engine is not None else None)
+        errors.append(compiled.error or f"{note}: no data for a 1,024-token decode and prefill")
+    # An engine that compiled but misses data for typical steps still answers the steps it can.
+    return partial or CompiledEngine(None, "", "; ".join(errors) or f"no aiconfigurator config for {model.name}")
+
+
+def _answers(engine: Any) -> bool:
+    """Whether the engine has data for a typical decode and prefill (a compiled spec can still miss ops)."""
+    try:
+        return engine.decode_step_latency(8, 1024, 0) > 0 and engine.predict_prefill_latency(1, 1024, 0) > 0
+    except Exception:  # noqa: BLE001 - missing perf data: try the next config
+        return False
+
+
+def _compile(key: EngineKey, note: str) -> CompiledEngine:
+    from aiconfigurator_core import AicEngine
+    from aiconfigurator_core.sdk import compile_engine as aic_compile
+
+    try:
+        spec = aic_compile(key.model_path, key.system, "sglang", tp_size=key.tp, attention_dp_size=key.attention_dp,
+                           moe_tp_size=key.moe_tp, moe_ep_size=key.moe_ep, gemm_quant_mode=key.gemm_quant,
+                           moe_quant_mode=key.moe_quant, kvcache_quant_mode=key.kv_quant,
+                           fmha_quant_mode=key.fmha_quant)
+        return CompiledEngine(AicEngine.from_spec(spec), note)
+    except Exception as exc:  # noqa: BLE001 - any compile failure means "answer analytically", never a crash
+        return CompiledEngine(None, "", f"{note}: {type(exc).__name__}: {str(exc)[:200]}")

@@ -1,0 +1,190 @@
+"""The `aiconfigurator` cost model: step times from aiconfigurator-core's measured SGLang kernel data.
+
+Measured H100/H200 data answer where they exist; a step they cannot answer (a shape or quant combination
+with no data, a GPU without data) is estimated by the roofline on the physical clock and counted in
+`fallback_steps()`. The model never raises for a step.
+
+The simulator asks for step costs millions of times, so answers are memoised on a geometric grid (batch and
+per-request context for decode; requests, new and cached tokens per request for prefill) and interpolated
+linearly between grid points: a case-1 round needs a few thousand engine calls at most.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from plugins.cost_models.aic_engines import aic_system, compile_engine
+from plugins.cost_models.roofline import RooflineCostModel, RooflineStep
+from service import CostModel, Hardware, ModelSpec, ServerConfig, StepCostModel
+
+# Grid points grow by 1/8 (12.5%) above this many, exact below: the interpolation error stays under ~1%.
+GRID_RATIO = 1.125
+EXACT_BELOW = 16
+GRID_MAX = 1 << 22
+
+
+def _grid(start: int) -> list[int]:
+    points = list(range(start, EXACT_BELOW + 1))
+    value = float(EXACT_BELOW)
+    while value < GRID_MAX:
+        value *= GRID_RATIO
+        if int(value) > points[-1]:
+            points.append(int(value))
+    return points
+
+
+COUNT_GRID = _grid(1)
+TOKEN_GRID = _grid(0)
+
+
+def bracket(x: float, grid: list[int]) -> tuple[int, int, float]:
+    """Grid points around `x` and the fraction of the way from the lower to the upper."""
+    x = min(max(x, grid[0]), grid[-1])
+    i = bisect.bisect_left(grid, x)
+    if grid[i] == x:
+        return grid[i], grid[i], 0.0
+    lo, hi = grid[i - 1], grid[i]
+    return lo, hi, (x - lo) / (hi - lo)
+
+
+@dataclass
+class AiconfiguratorStep(StepCostModel):
+    """Measured step times of one server instance, memoised, with counted roofline fallbacks."""
+
+    name: ClassVar[str] = "aiconfigurator"
+    engine: Any | None
+    fallback: RooflineStep
+    source: str
+    reason: str = ""
+    fallbacks: int = 0
+    engine_calls: int = 0
+    _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
+
+    def fallback_steps(self) -> int:
+        return self.fallbacks
+
+    def describe(self) -> str:
+        if self.engine is None:
+            return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"
+        return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing"
+
+    # -- engine access ---------------------------------------------------------------------------------------
+
+    def _measured_ms(self, key: tuple[Any, ...], call: Callable[[], float]) -> float | None:
+        if key not in self._memo:
+            self.engine_calls += 1
+            try:
+                value = float(call())
+                self._memo[key] = value if value > 0 and value == value and value != float("inf") else None
+            except Exception:  # noqa: BLE001 - missing perf data for one shape: answer analytically instead
+                self._memo[key] = None
+        return self._memo[key]
+
+    def _decode_ms(self, batch: int, per_request: int) -> float | None:
+        engine = self.engine
+        return self._measured_ms(("decode", batch, per_request),
+                                 lambda: engine.decode_step_latency(batch, max(per_request, 1), 0))
+
+    def _prefill_ms(self, requests: int, new: int, cached: int) -> float | None:
+        engine = self.engine
+        return self._measured_ms(("prefill", requests, new, cached),
+                                 lambda: engine.predict_prefill_latency(requests, new + cached, cached))
+
+    # -- steps -----------------------------------------------------------------------------------------------
+
+    def decode_seconds(self, batch: int, context_tokens: int) -> float:
+        batch = max(batch, 1)
+        measured = self._measured_decode(batch, max(context_tokens, 0) / batch) if self.engine else None
+        if measured is None:
+            self.fallbacks += 1
+            return self.fallback.decode_seconds(batch, context_tokens)
+        return measured
+
+    def _measured_decode(self, batch: int, per_request: float) -> float | None:
+        b_lo, b_hi, b_frac = bracket(batch, COUNT_GRID)
+        c_lo, c_hi, c_frac = bracket(per_request, TOKEN_GRID)
+        corners = [self._decode_ms(b, c) for b in (b_lo, b_hi) for c in (c_lo, c_hi)]
+        if any(value is None for value in corners):
+            return None
+        lo_b = corners[0] + (corners[1] - corners[0]) * c_frac
+        hi_b = corners[2] + (corners[3] - corners[2]) * c_frac
+        return (lo_b + (hi_b - lo_b) * b_frac) / 1e3
+
+    def prefill_seconds(self, new_tokens: int, cached_tokens: int, requests: int) -> float:
+        new_tokens = max(new_tokens, 1)
+        requests = max(min(requests, new_tokens), 1)
+        measured = self._measured_prefill(new_tokens, max(cached_tokens, 0), requests) if self.engine else None
+        if measured is None:
+            self.fallbacks += 1
+            return self.fallback.prefill_seconds(new_tokens, cached_tokens, requests)
+        return measured
+
+    def _measured_prefill(self, new_tokens: int, cached_tokens: int, requests: int) -> float | None:
+        # Requests snap to the grid (the total token count is kept); new and cached tokens interpolate.
+        r = bracket(requests, COUNT_GRID)[0]
+        n_lo, n_hi, n_frac = bracket(new_tokens / r, COUNT_GRID)
+        c_lo, c_hi, c_frac = bracket(cached_tokens / r, TOKEN_GRID)
+        corners = [self._prefill_ms(r, n, c) for n in (n_lo, n_hi) for c in (c_lo, c_hi)]
+        if any(value is None for value in corners):
+            return None
+        lo_n = corners[0] + (corners[1] - corners[0]) * c_frac
+        hi_n = corners[2] + (corners[3] - corners[2]) * c_frac
+        return (lo_n + (hi_n - lo_n) * n_frac) / 1e3
+
+    # -- refinements: measured steps scaled by the roofline's ratios ----------------------------------------
+
+    def mixed_seconds(self, new_tokens: int, cached_tokens: int, requests: int, batch: int,
+                      context_tokens: int) -> float:
+        separate = self.prefill_seconds(new_tokens, cached_tokens, requests)
+        if batch <= 0:
+            return separate
+        separate += self.decode_seconds(batch, context_tokens)
+        roof = self.fallback
+        together = roof.mixed_seconds(new_tokens, cached_tokens, requests, batch, context_tokens)
+        apart = roof.prefill_seconds(new_tokens, cached_tokens, requests) + roof.decode_seconds(batch, context_tokens)
+        return separate * together / apart
+
+    def speculative_step_seconds(self, batch: int, context_tokens: int, draft_tokens: int, draft_steps: int,
+                                 topk: int = 1) -> float:
+        roof = self.fallback
+        ratio = roof.speculative_step_seconds(batch, context_tokens, draft_tokens, draft_steps, topk) \
+            / roof.decode_seconds(batch, context_tokens)
+        return self.decode_seconds(batch, context_tokens) * ratio
+
+    def expert_share(self, batch: int, context_tokens: int) -> float:
+        return self.fallback.expert_share(batch, context_tokens)
+
+    def bound_tokens_per_second(self) -> float:
+        return self.fallback.bound_tokens_per_second()
+
+
+class AiconfiguratorCostModel(CostModel):
+    """Measured SGLang kernel timings from aiconfigurator-core (H100-SXM and H200-SXM)."""
+
+    name: ClassVar[str] = "aiconfigurator"
+    description: ClassVar[str] = ("aiconfigurator-core's measured H100/H200 SGLang kernel data; physical "
+                                  "roofline for shapes it has no data for (counted as fallback steps)")
+
+    def __init__(self, fmha_quant: str | None = None) -> None:
+        # `fmha_quant` forces the attention compute dtype (e.g. "bfloat16" with an FP8 KV cache).
+        self.fmha_quant = fmha_quant
+
+    def available(self) -> bool:
+        return importlib.util.find_spec("aiconfigurator_core") is not None
+
+    def supports(self, hardware: Hardware) -> bool:
+        """Whether measured data exists for this GPU (other GPUs answer every step from the roofline)."""
+        return self.available() and aic_system(hardware) is not None
+
+    def bind(self, model: ModelSpec, hardware: Hardware, server: ServerConfig) -> AiconfiguratorStep:
+        fallback = RooflineCostModel(clock=1.0).bind(model, hardware, server)
+        if not self.available():
+            return AiconfiguratorStep(engine=None, fallback=fallback, source="",
+                                      reason="aiconfigurator-core is not installed")
+        compiled = compile_engine(model, hardware, server, self.fmha_quant)
+        return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
+                                  reason=compiled.error)

@@ -1,0 +1,89 @@
+"""aiconfigurator-core answers case-1 shapes from measured data and falls back, counted, where it has none."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from plugins.cost_models.aiconfigurator import AiconfiguratorCostModel, AiconfiguratorStep
+from plugins.cost_models.roofline import CasebookClockCostModel, RooflineCostModel
+from service import Hardware, ServerConfig, resolve_model
+
+pytestmark = pytest.mark.skipif(not AiconfiguratorCostModel().available(),
+                                reason="aiconfigurator-core is not installed (pip install '.[aic]')")
+
+FP8 = {"quantization": "fp8", "kv_cache_dtype": "fp8_e5m2"}
+H200 = Hardware(gpu="H200-SXM")
+CONTEXT = 2500
+
+
+@pytest.fixture(scope="module")
+def qwen27():
+    return resolve_model("Qwen/Qwen3.6-27B")
+
+
+@pytest.fixture(scope="module")
+def tp8(qwen27) -> AiconfiguratorStep:
+    return AiconfiguratorCostModel().bind(qwen27, H200, ServerConfig(tp_size=8, **FP8))
+
+
+@pytest.fixture(scope="module")
+def tp2(qwen27) -> AiconfiguratorStep:
+    return AiconfiguratorCostModel().bind(qwen27, H200, ServerConfig(tp_size=2, **FP8))
+
+
+def test_case1_shapes_are_answered_from_measured_data(tp8: AiconfiguratorStep, tp2: AiconfiguratorStep) -> None:
+    for step in (tp8, tp2):
+        assert step.engine is not None, step.describe()
+        decode = step.decode_seconds(25, 25 * CONTEXT)
+        prefill = step.prefill_seconds(4096, 0, 1)
+        assert 0.001 < decode < 0.020
+        assert 0.010 < prefill < 0.500
+        assert step.fallback_steps() == 0
+        assert "measured" in step.describe()
+
+
+def test_tp2_decodes_slower_than_tp8_but_more_per_gpu(tp8: AiconfiguratorStep, tp2: AiconfiguratorStep) -> None:
+    t8, t2 = tp8.decode_seconds(25, 25 * CONTEXT), tp2.decode_seconds(25, 25 * CONTEXT)
+    assert t2 > t8
+    assert 25 / (2 * t2) > 25 / (8 * t8)
+
+
+def test_steps_grow_with_context_and_prefix_cache_hits_save_time(tp8: AiconfiguratorStep) -> None:
+    assert tp8.decode_seconds(25, 25 * 20000) > tp8.decode_seconds(25, 25 * 2000)
+    assert tp8.prefill_seconds(100, 20000, 1) < tp8.prefill_seconds(20100, 0, 1)
+
+
+def test_memoisation_keeps_a_round_to_a_few_thousand_engine_calls(qwen27) -> None:
+    step = AiconfiguratorCostModel().bind(qwen27, H200, ServerConfig(tp_size=8, **FP8))
+    rng = random.Random(7)
+    for _ in range(20000):  # a case-1 round: batches up to 25, contexts from 200 to 30,000 tokens
+        batch = rng.randint(1, 25)
+        step.decode_seconds(batch, sum(rng.randint(200, 30000) for _ in range(batch)))
+    for _ in range(500):
+        step.prefill_seconds(rng.randint(1, 4096), rng.choice([0, 3000, rng.randint(0, 24000)]), 1)
+    assert step.engine_calls < 3000
+
+
+def test_missing_perf_data_falls_back_to_the_roofline_and_is_counted(qwen27) -> None:
+    # FP8 KV with BF16 attention at TP2: aiconfigurator-core has no context-attention data for it.
+    step = AiconfiguratorCostModel(fmha_quant="bfloat16").bind(qwen27, H200, ServerConfig(tp_size=2, **FP8))
+    seconds = [step.prefill_seconds(2048, 0, 1) for _ in range(3)]
+    physical = RooflineCostModel(clock=1.0).bind(qwen27, H200, ServerConfig(tp_size=2, **FP8))
+    assert seconds[0] == pytest.approx(physical.prefill_seconds(2048, 0, 1))
+    assert step.fallback_steps() == 3
+
+
+def test_a_gpu_without_data_answers_every_step_analytically(qwen27) -> None:
+    step = AiconfiguratorCostModel().bind(qwen27, Hardware(gpu="A100-80GB"), ServerConfig(tp_size=2))
+    assert step.decode_seconds(8, 8 * CONTEXT) > 0
+    assert step.prefill_seconds(1024, 0, 1) > 0
+    assert step.fallback_steps() == 2
+    assert "A100" in step.describe()
+
+
+def test_casebook_clock_ratio_is_exposed_not_hidden(tp8: AiconfiguratorStep, qwen27) -> None:
+    roofline = CasebookClockCostModel().bind(qwen27, H200, ServerConfig(tp_size=8, **FP8))
+    ratio = roofline.decode_seconds(25, 25 * CONTEXT) / tp8.decode_seconds(25, 25 * CONTEXT)
+    assert 2.0 < ratio < 10.0  # the casebook's simulated clock runs several times slower than measured kernels
