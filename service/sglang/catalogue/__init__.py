@@ -1,0 +1,1 @@
+"""Shipped flag catalogues (JSON data, one file per package version); see docs/flags.md."""
