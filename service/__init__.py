@@ -17,7 +17,10 @@ from service.components import (
 )
 from service.domain import *  # noqa: F403
 from service.domain import __all__ as _domain_all
+from service.domain.model import shipped_models
 from service.hookspecs import hookimpl
+from service.playbooks import load_playbook, load_playbook_dir
+from service.simulator import simulate_round
 
 __all__ = [
     "Applicability",
@@ -31,5 +34,9 @@ __all__ = [
     "Technique",
     "TuningContext",
     "hookimpl",
+    "simulate_round",
+    "shipped_models",
+    "load_playbook",
+    "load_playbook_dir",
     *_domain_all,
 ]

@@ -1,9 +1,69 @@
-"""`sglang-tuner` commands (placeholder until implemented)."""
+"""`sglang-tuner round SCENARIO.toml`: run one benchmark round on a runner (the simulator by default)."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import click
+import msgspec
+
+from service.components import RoundContext
+from service.domain import RoundResult
+from service.plugin_host import PluginHost
+from service.scenario import InputFileError, load_scenario
 
 
 def register(main: click.Group) -> None:
-    """Add this module's commands to the CLI."""
+    """Add the `round` command to the CLI."""
+    main.add_command(round_command)
+
+
+@click.command("round")
+@click.argument("scenario_path", metavar="SCENARIO.toml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--runner", default="simulated", show_default=True, help="Runner plugin that runs the round.")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's bench seed).")
+@click.option("--cost-model", default=None,
+              help="Cost model for simulated step times (default: aiconfigurator where it has data, else roofline).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole RoundResult as JSON.")
+def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model: str | None, as_json: bool) -> None:
+    """Run one benchmark round of SCENARIO.toml and print bench_serving's figures."""
+    try:
+        scenario = load_scenario(scenario_path)
+    except InputFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    host = PluginHost()
+    try:
+        chosen = host.get("runner", runner)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0])) from exc
+    context = RoundContext(cost_models=host.components("cost_model"), cost_model=cost_model)
+    result = asyncio.run(chosen.run_round(scenario, seed=seed, context=context))
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+    else:
+        click.echo(_summary(result))
+    if result.status == "failed":
+        raise SystemExit(1)
+
+
+def _summary(result: RoundResult) -> str:
+    b, s = result.bench, result.server
+    lines = [
+        f"status: {result.status}" + (f" ({result.error})" if result.error else ""),
+        f"source: {result.provenance.source} via {result.provenance.runner}, cost model "
+        f"{result.provenance.cost_model} ({result.provenance.cost_model_fallback_steps} fallback steps)",
+        f"Successful requests:              {b.completed}",
+        f"Benchmark duration (s):           {b.duration:.2f}",
+        f"Request throughput (req/s):       {b.request_throughput:.2f}",
+        f"Output token throughput (tok/s):  {b.output_throughput:.2f}",
+        f"Concurrency:                      {b.concurrency:.2f}",
+        f"Median / P99 TTFT (ms):           {b.median_ttft_ms:.2f} / {b.p99_ttft_ms:.2f}",
+        f"Median / P99 / Max ITL (ms):      {b.median_itl_ms:.2f} / {b.p99_itl_ms:.2f} / {b.max_itl_ms:.2f}",
+        f"token_usage {s.token_usage:.2f}  cache_hit_rate {s.cache_hit_rate:.2f}  "
+        f"num_retracted_requests_total {s.num_retracted_requests_total}",
+    ]
+    if result.cost_per_1m_output_tokens is not None:
+        lines.append(f"Cost ($/1M output tokens):        {result.cost_per_1m_output_tokens:.2f}")
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines)

@@ -19,9 +19,9 @@ from service.domain.deployment import (
     WorkerGroup,
     place_workers,
 )
-from service.domain.scenario import DEFAULT_SGLANG_VERSION, QualityResult, Scenario
 from service.domain.hardware import GPU_CATALOGUE, GpuSpec, Hardware, gpu_spec
 from service.domain.model import Architecture, AttentionKind, ModelSpec, dtype_bytes, resolve_model
+from service.domain.scenario import DEFAULT_SGLANG_VERSION, QualityResult, Scenario
 from service.domain.slo import SLO, Objective
 from service.domain.tuning import (
     ConfigDelta,
@@ -31,6 +31,7 @@ from service.domain.tuning import (
     Pattern,
     Round,
     RoundState,
+    SLOCheck,
     Verdict,
 )
 from service.domain.workload import (
@@ -48,6 +49,6 @@ __all__ = [
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
     "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus", "RouterConfig",
-    "ServerConfig", "ServerMetrics", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
+    "ServerConfig", "ServerMetrics", "SLOCheck", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
     "WorkerGroup", "WorkloadProfile", "dtype_bytes", "gpu_spec", "place_workers", "resolve_model",
 ]

@@ -23,6 +23,10 @@ class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     seed: int = 42
     flush_cache: bool = False
     repeats: int = 1
+    # bench_serving sends ignore_eos=True unless --disable-ignore-eos; a batch client (casebook case 3)
+    # sends max_new_tokens and stops at EOS, which lets SGLang's new-token ratio under-reserve KV.
+    ignore_eos: bool = True
+    max_new_tokens: int | None = None
 
 
 class Source(StrEnum):

@@ -25,6 +25,8 @@ class ConfigDelta(msgspec.Struct, frozen=True, kw_only=True):
     workload: WorkloadProfile | None = None
     client_concurrency: int | None = None
     model: str | None = None
+    # Files a person runs besides the launch (warm-up scripts, prompt templates): name -> content.
+    artifacts: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Verdict(StrEnum):
@@ -50,6 +52,15 @@ class Pattern(StrEnum):
     NOT_APPLICABLE = "not_applicable"
 
 
+class SLOCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One SLO target checked against one round: `actual` is None when the round lacks the figure."""
+
+    name: str
+    target: float
+    actual: float | None
+    met: bool
+
+
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """A policy's judgement of a candidate round against the baseline."""
 
@@ -58,6 +69,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     reasons: list[str]
     figures: dict[str, float] = msgspec.field(default_factory=dict)
     policy: str = ""
+    # The SLO assessment both sides were judged by (repeats averaged), for the report.
+    slo_checks: list[SLOCheck] = msgspec.field(default_factory=list)
+    baseline_slo_checks: list[SLOCheck] = msgspec.field(default_factory=list)
 
 
 class RoundState(StrEnum):

@@ -55,6 +55,8 @@ class StructuredOutput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     dynamic_schemas: bool = False
     structural_token_fraction: float = 0.5
     prompt_only_failure_rate: float = 0.0374
+    # Every known schema compiled at startup by a warm-up script (casebook case 4, round 2).
+    cache_warmed: bool = False
 
 
 class SpeculativeBehaviour(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,0 +1,83 @@
+"""The `simulated` runner: one benchmark round through the embedded SGLang simulator.
+
+It picks the cost model from the round context: the requested name, else `aiconfigurator` when that model
+is available and answers for this GPU and model, else `roofline`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from service import (
+    CostModel,
+    Provenance,
+    RoundContext,
+    RoundResult,
+    RoundStatus,
+    Runner,
+    RunnerCapabilities,
+    Scenario,
+    ServerConfig,
+    Source,
+    StepCostModel,
+    resolve_model,
+    simulate_round,
+)
+
+PREFERENCE = ("aiconfigurator", "roofline")
+
+
+class SimulatedRunner(Runner):
+    """Runs rounds in simulated time; needs no GPU and restarts nothing."""
+
+    name: ClassVar[str] = "simulated"
+    capabilities: ClassVar[RunnerCapabilities] = RunnerCapabilities(
+        restarts_servers=False, measures_real_gpus=False, needs_gpu=False)
+
+    async def run_round(self, scenario: Scenario, *, seed: int | None = None,
+                        context: RoundContext | None = None) -> RoundResult:
+        """Simulate the scenario's bench; failures come back as a FAILED result."""
+        context = context or RoundContext()
+        try:
+            model = resolve_model(scenario.model)
+            name, cost_model = choose_cost_model(context, scenario, model)
+        except (KeyError, ValueError) as exc:
+            return _failed(str(exc), "setup", context.cost_model)
+
+        def bind(server: ServerConfig) -> StepCostModel:
+            return cost_model.bind(model, scenario.hardware, server)
+
+        return simulate_round(scenario, model, bind, seed=seed, cost_model=name)
+
+
+def choose_cost_model(context: RoundContext, scenario: Scenario, model: object) -> tuple[str, CostModel]:
+    """The requested cost model, else the first available of aiconfigurator and roofline that can bind."""
+    models = context.cost_models
+    if context.cost_model:
+        if context.cost_model not in models:
+            known = ", ".join(sorted(models)) or "none"
+            raise KeyError(f"unknown cost model {context.cost_model!r} (known: {known})")
+        return context.cost_model, models[context.cost_model]
+    for name in PREFERENCE:
+        candidate = models.get(name)
+        if candidate is None or not candidate.available():
+            continue
+        if name != "roofline" and not _binds(candidate, scenario, model):
+            continue
+        return name, candidate
+    raise KeyError("no cost model is available (register `roofline` or pass one in the round context)")
+
+
+def _binds(cost_model: CostModel, scenario: Scenario, model: object) -> bool:
+    """Whether a measured cost model has data for every server of the scenario."""
+    try:
+        for group in scenario.deployment.groups:
+            cost_model.bind(model, scenario.hardware, group.server)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - any refusal means "not for this GPU and model"
+        return False
+    return True
+
+
+def _failed(error: str, phase: str, cost_model: str | None) -> RoundResult:
+    return RoundResult(status=RoundStatus.FAILED, error=error, error_phase=phase,
+                       provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model))

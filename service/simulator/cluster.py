@@ -1,0 +1,168 @@
+"""Turning a scenario's deployment into simulated workers and routers.
+
+Replicas behind a router are statistically identical when the router spreads requests without regard to
+their content (or when prompts share nothing beyond a prefix every replica holds), so a large group is
+simulated as one representative replica carrying its share of the traffic, and the figures are scaled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.components import StepCostModel
+from service.domain import Hardware, ModelSpec, Scenario, ServerConfig, WorkerGroup
+from service.simulator.batch import Recorder
+from service.simulator.experts import ExpertBalance, expert_balance
+from service.simulator.grammar import MASK_SECONDS, GrammarCache, grammar_backend
+from service.simulator.memory import ResolvedServer, host_pool_tokens, resolve_server
+from service.simulator.radix import RadixCache
+from service.simulator.requests import SimRequest
+from service.simulator.router import Router
+from service.simulator.speculative import speculative_settings
+from service.simulator.step_cache import CachedStepCost
+from service.simulator.worker import Worker, WorkerSetup
+
+BindCost = Callable[[ServerConfig], StepCostModel]
+# A group this large behind a content-blind router is simulated as one replica.
+REPRESENTATIVE_MIN_REPLICAS = 6
+
+
+@dataclass
+class Pool:
+    """Workers of one role, the router policy in front of them, and their grammar caches."""
+
+    role: str
+    workers: list[Worker]
+    router: Router
+    grammar: list[GrammarCache | None]
+    resolved: ResolvedServer
+    server: ServerConfig
+    replicas: int
+    balance: ExpertBalance | None
+
+
+@dataclass
+class Cluster:
+    """Everything simulated for one round."""
+
+    pools: dict[str, Pool]
+    recorder: Recorder
+    scale: int = 1
+    costs: list[StepCostModel] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_pd(self) -> bool:
+        return "prefill" in self.pools
+
+    def all_workers(self) -> list[Worker]:
+        return [w for pool in self.pools.values() for w in pool.workers]
+
+
+def representative_scale(scenario: Scenario) -> int:
+    """How many replicas one simulated replica stands for (1 = simulate every replica)."""
+    dep = scenario.deployment
+    if dep.is_pd or len(dep.groups) != 1:
+        return 1
+    group = dep.groups[0]
+    policy = dep.router.policy if dep.router else "round_robin"
+    prefix = scenario.workload.prefix
+    content_free = policy != "cache_aware" or (prefix.documents is None and not prefix.conversations)
+    return group.replicas if group.replicas >= REPRESENTATIVE_MIN_REPLICAS and content_free else 1
+
+
+def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.random.Generator,
+                  on_finish: Callable[[SimRequest, float], None]) -> Cluster:
+    """Workers for every group (raises `ServerStartError` when a server could not start)."""
+    recorder = Recorder()
+    scale = representative_scale(scenario)
+    cluster = Cluster(pools={}, recorder=recorder, scale=scale)
+    dep = scenario.deployment
+    for group in dep.groups:
+        role = group.role
+        policy = _policy(scenario, role)
+        replicas = 1 if scale > 1 else group.replicas
+        pool = cluster.pools.get(role)
+        workers = _workers(scenario, model, group, replicas, bind, rng, recorder, on_finish, cluster,
+                           first_index=len(pool.workers) if pool else 0)
+        if pool is None:
+            first = workers[0]
+            cluster.pools[role] = Pool(role=role, workers=workers, router=Router(policy, 0, dep.router, rng),
+                                       grammar=[], resolved=first.res, server=group.server,
+                                       replicas=group.replicas, balance=expert_balance(model, group.server))
+        else:
+            pool.workers.extend(workers)
+            pool.replicas += group.replicas
+        target = cluster.pools[role]
+        target.grammar.extend(_grammar(scenario, group.server, rng) for _ in workers)
+    for pool in cluster.pools.values():
+        pool.router = Router(pool.router.policy, len(pool.workers), dep.router, rng)
+    if scale > 1:
+        cluster.notes.append(f"{scale} identical replicas behind a {_policy(scenario, 'unified')} router were "
+                             f"simulated as one representative replica carrying 1/{scale} of the traffic; "
+                             "throughput is scaled back up")
+    return cluster
+
+
+def _policy(scenario: Scenario, role: str) -> str:
+    router = scenario.deployment.router
+    if router is None:
+        return "round_robin"
+    if role == "prefill" and router.prefill_policy:
+        return router.prefill_policy
+    if role == "decode" and router.decode_policy:
+        return router.decode_policy
+    return router.policy
+
+
+def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas: int, bind: BindCost,
+             rng: np.random.Generator, recorder: Recorder, on_finish: Callable[[SimRequest, float], None],
+             cluster: Cluster, first_index: int) -> list[Worker]:
+    server = group.server
+    hardware = scenario.hardware
+    resolved = resolve_server(model, hardware, server)
+    balance = expert_balance(model, server)
+    backend = grammar_backend(scenario.workload.structured_output, server.grammar_backend)
+    spec = speculative_settings(server, model, scenario.workload.speculative.draft_acceptance)
+    per_node = max(hardware.gpus_per_node / max(resolved.world_size, 1), 1.0)
+    host = host_pool_tokens(resolved, server, hardware, per_node)
+    workers = []
+    for k in range(replicas):
+        cost = CachedStepCost(bind(server))
+        cluster.costs.append(cost)
+        cache = RadixCache(page_size=resolved.page_size,
+                           enabled=not server.disable_radix_cache and group.role != "decode",
+                           host_capacity=host, write_policy=server.hicache_write_policy or "write_through")
+        setup = WorkerSetup(
+            index=first_index + k, role=group.role, resolved=resolved, cost=cost, spec=spec,
+            mixed_chunk=server.enable_mixed_chunk, ignore_eos=scenario.bench.ignore_eos,
+            step_factor=balance.step_factor() if balance else 1.0,
+            mask_seconds=MASK_SECONDS.get(backend, 0.0) if backend else 0.0,
+            host_link_bytes_per_s=_host_link(hardware),
+            prefill_decode_interval=int(server.extra.get("--prefill-decode-interval", 0) or 0))
+        workers.append(Worker(setup, cache, recorder, rng, on_finish))
+    return workers
+
+
+def _host_link(hardware: Hardware) -> float:
+    return hardware.spec.pcie_gbps * 1e9
+
+
+def transfer_seconds(tokens: int, resolved: ResolvedServer, hardware: Hardware) -> float:
+    """PD KV transfer: each GPU sends its share over its own NIC (or NVLink inside one node)."""
+    per_gpu = hardware.interconnect_gbps if hardware.nodes > 1 else hardware.spec.nvlink_gbps
+    return 0.001 + tokens * resolved.kv_bytes_per_gpu_token / (per_gpu * 1e9)
+
+
+def _grammar(scenario: Scenario, server: ServerConfig, rng: np.random.Generator) -> GrammarCache | None:
+    structured = scenario.workload.structured_output
+    backend = grammar_backend(structured, server.grammar_backend)
+    if backend is None:
+        return None
+    cache = GrammarCache(backend=backend, rng=rng)
+    if structured.cache_warmed and not structured.dynamic_schemas:
+        cache.warm(structured.schemas)
+    return cache

@@ -1,0 +1,176 @@
+"""The discrete-event loop: a bench_serving client, routers and workers advancing step by step.
+
+The client follows `benchmark/serving.py`: warm-up requests first (at the same concurrency, excluded),
+then the measured requests, each sent when the `--max-concurrency` semaphore allows and, with a request
+rate, no earlier than its Poisson arrival time. Events are whole scheduler steps, never tokens.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.domain import BenchSpec, Hardware
+from service.simulator.cluster import Cluster, transfer_seconds
+from service.simulator.requests import SimRequest
+from service.simulator.worker import Worker
+
+STEP_DONE, ARRIVAL, READY, TRANSFER_DONE = 0, 1, 2, 3
+MAX_EVENTS = 20_000_000
+
+
+@dataclass
+class Outcome:
+    """What the loop produced for the aggregator."""
+
+    measured: list[SimRequest]
+    start: float = 0.0
+    end: float = 0.0
+    max_inflight: int = 0
+    truncated: bool = False
+    events: int = 0
+    compile_seconds: list[float] = field(default_factory=list)
+
+
+class EventLoop:
+    """Runs warm-up then measured requests through a cluster."""
+
+    def __init__(self, cluster: Cluster, bench: BenchSpec, hardware: Hardware, rng: np.random.Generator,
+                 concurrency: int | None, request_rate: float | None) -> None:
+        self.cluster = cluster
+        self.bench = bench
+        self.hardware = hardware
+        self.rng = rng
+        self.concurrency = concurrency
+        self.rate = request_rate
+        self.heap: list[tuple[float, int, int, object]] = []
+        self.seq = itertools.count()
+        self.now = 0.0
+        self.inflight = 0
+        self.backlog: deque[SimRequest] = deque()
+        self.unfinished = 0
+        self.phase_left = 0
+        self.outcome = Outcome(measured=[])
+        self.entry = cluster.pools["prefill"] if cluster.is_pd else cluster.pools["unified"]
+        self.decode = cluster.pools.get("decode")
+
+    # -- client ---------------------------------------------------------------------------------------
+
+    def run(self, warmup: list[SimRequest], measured: list[SimRequest]) -> Outcome:
+        self._start_phase(warmup)
+        self._drain(settle=True)
+        self.cluster.recorder.measuring = True
+        self.outcome.start = self.now
+        if self.bench.flush_cache:
+            for worker in self.cluster.all_workers():
+                worker.cache.evict(worker.cache.evictable_tokens, self.now)
+        self.outcome.measured = measured
+        self._start_phase(measured)
+        self._drain()
+        self.outcome.end = self.now
+        return self.outcome
+
+    def _start_phase(self, requests: list[SimRequest]) -> None:
+        self.phase_left = len(requests)
+        if not requests:
+            return
+        if self.rate and not requests[0].warmup:
+            gaps = self.rng.exponential(1.0 / self.rate, size=len(requests))
+            for r, t in zip(requests, self.now + np.cumsum(gaps), strict=True):
+                self._push(float(t), ARRIVAL, r)
+            return
+        for r in requests:
+            self._offer(r)
+
+    def _offer(self, r: SimRequest) -> None:
+        limit = self.concurrency or math.inf
+        if self.inflight < limit:
+            self._issue(r)
+        else:
+            self.backlog.append(r)
+
+    def _issue(self, r: SimRequest) -> None:
+        self.inflight += 1
+        self.outcome.max_inflight = max(self.outcome.max_inflight, self.inflight)
+        r.issued = self.now
+        w = self.entry.router.pick(r.blocks)
+        if self.decode is not None:
+            r.decode_worker = self.decode.router.pick(r.blocks)
+        grammar = self.entry.grammar[w]
+        ready = self.now
+        if grammar is not None and r.schema >= 0:
+            ready = grammar.ready_at(r.schema, self.now, not r.warmup)
+        if ready > self.now:
+            self._push(ready, READY, (r, w))
+        else:
+            self._arrive(r, self.entry.workers[w])
+
+    def _arrive(self, r: SimRequest, worker: Worker) -> None:
+        worker.enqueue(r)
+        self._kick(worker)
+
+    def finished(self, r: SimRequest, now: float) -> None:
+        """Worker callback: a request completed (or was aborted)."""
+        self.entry.router.done(r.worker)
+        if self.decode is not None:
+            self.decode.router.done(r.decode_worker)
+        self.inflight -= 1
+        self.phase_left -= 1
+        if self.backlog:
+            self._issue(self.backlog.popleft())
+
+    # -- events ---------------------------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        heapq.heappush(self.heap, (t, next(self.seq), kind, payload))
+
+    def _kick(self, worker: Worker) -> None:
+        if worker.busy:
+            return
+        seconds = worker.start_step(self.now)
+        if seconds is not None:
+            worker.step_started = self.now
+            self._push(self.now + seconds, STEP_DONE, worker)
+
+    def _drain(self, settle: bool = False) -> None:
+        while self.heap and (self.phase_left > 0 or settle):
+            t, _, kind, payload = heapq.heappop(self.heap)
+            self.now = t
+            self.outcome.events += 1
+            if self.outcome.events > MAX_EVENTS:
+                self.outcome.truncated = True
+                return
+            if kind == STEP_DONE:
+                self._step_done(payload)  # type: ignore[arg-type]
+            elif kind == ARRIVAL:
+                self._offer(payload)  # type: ignore[arg-type]
+            elif kind == READY:
+                r, w = payload  # type: ignore[misc]
+                self._arrive(r, self.entry.workers[w])
+            else:
+                self._transfer_done(payload)  # type: ignore[arg-type]
+
+    def _step_done(self, worker: Worker) -> None:
+        rec = self.cluster.recorder
+        rec.gauges(self.now - worker.step_started, worker.used_tokens / worker.res.pool_tokens,
+                   worker.running.size, len(worker.waiting))
+        leaving = worker.finish_step(self.now)
+        for r in leaving:
+            pool = self.entry
+            r.ready_at = self.now + transfer_seconds(r.input_len, pool.resolved, self.hardware)
+            self._push(r.ready_at, TRANSFER_DONE, (r, worker))
+        self._kick(worker)
+
+    def _transfer_done(self, payload: tuple[SimRequest, Worker]) -> None:
+        r, prefill_worker = payload
+        prefill_worker.release_transfer(r, self.now)
+        self._kick(prefill_worker)
+        assert self.decode is not None
+        target = self.decode.workers[r.decode_worker]
+        target.enqueue(r)
+        self._kick(target)

@@ -1,0 +1,138 @@
+"""Resolved server settings and the KV pool, as SGLang 0.5.23 sizes them at startup.
+
+Defaults follow `arg_groups/memory_hook.py` (chunked_prefill_size and decode CUDA-graph max_bs by GPU
+memory; mem_fraction_static = (GPU memory - reserved) / GPU memory with reserved = 512 MB +
+1.5 MB per activation token + TP/8 GB + graph buffers, floored at 10 GB on GPUs above 60 GB) and
+`schedule_policy.py` (max_prefill_tokens 16384, page size 1 on CUDA).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.domain import AttentionKind, Hardware, ModelSpec, ServerConfig, dtype_bytes
+
+GIB = 1024**3
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+# Weight share an EAGLE3 draft head adds (one decoder layer plus its projections) relative to the target.
+DRAFT_WEIGHT_SHARE = 0.03
+
+
+class ServerStartError(ValueError):
+    """The server would not start (weights do not fit, or no room for any KV cache)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedServer:
+    """One server instance's effective scheduler settings and KV pool."""
+
+    chunked_prefill_size: int | None
+    max_prefill_tokens: int
+    max_running_requests: int
+    mem_fraction_static: float
+    page_size: int
+    schedule_conservativeness: float
+    pool_tokens: int
+    kv_bytes_per_token: float
+    kv_bytes_per_gpu_token: float
+    weights_per_gpu_bytes: float
+    attention_dp: int
+    world_size: int
+
+
+def default_chunked_prefill(hbm_gb: float) -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, from `memory_hook.py`."""
+    if hbm_gb < 20:
+        return 2048, 8
+    if hbm_gb < 60:
+        return 4096, 32
+    if hbm_gb < 160:
+        return 8192, 256
+    return 16384, 512
+
+
+def default_mem_fraction(hbm_gb: float, server: ServerConfig, chunk: int | None, max_prefill: int,
+                         graph_bs: int) -> float:
+    """mem_fraction_static when unset: the activation and graph reserve subtracted from GPU memory."""
+    gpu_mb = hbm_gb * 1024
+    activation_tokens = max(chunk if chunk and chunk > 0 else max_prefill, 2048)
+    reserved = 512 + activation_tokens * 1.5 + server.tp_size * server.pp_size / 8 * 1024 + graph_bs * 2
+    if gpu_mb > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mb - reserved) / gpu_mb, 3)
+
+
+def weights_per_gpu(model: ModelSpec, server: ServerConfig) -> float:
+    """Weight bytes on each GPU: dense parts split by TP, experts split by EP, redundant experts added."""
+    total = model.weight_bytes(server.weight_dtype)
+    world = max(server.tp_size * server.pp_size, 1)
+    if server.speculative_algorithm:
+        total *= 1 + DRAFT_WEIGHT_SHARE
+    if model.is_moe and model.num_experts and server.ep_num_redundant_experts:
+        expert_bytes = _expert_weight_bytes(model, server)
+        total += expert_bytes * server.ep_num_redundant_experts / model.num_experts
+    return total / world
+
+
+def _expert_weight_bytes(model: ModelSpec, server: ServerConfig) -> float:
+    per_expert = 3 * model.hidden_size * (model.moe_intermediate_size or model.intermediate_size)
+    return per_expert * model.num_experts * model.num_layers * dtype_bytes(server.weight_dtype)
+
+
+def kv_bytes_per_gpu_token(model: ModelSpec, server: ServerConfig, attention_tp: int) -> float:
+    """KV bytes one token costs on one GPU: GQA heads split over attention TP, MLA latent replicated."""
+    full = model.kv_bytes_per_token(server.kv_dtype)
+    if model.attention is AttentionKind.MLA:
+        return float(full)
+    return full / max(min(attention_tp, model.num_kv_heads), 1)
+
+
+def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -> ResolvedServer:
+    """Effective settings and pool size of one server instance; raises ServerStartError if it can't start."""
+    spec = hardware.spec
+    chunk_default, graph_bs = default_chunked_prefill(spec.hbm_gb)
+    chunk = server.chunked_prefill_size if server.chunked_prefill_size is not None else chunk_default
+    chunk_size = None if chunk is None or chunk <= 0 else chunk
+    max_prefill = server.max_prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS
+    if server.max_running_requests:
+        graph_bs = min(graph_bs, server.max_running_requests)
+    frac = server.mem_fraction_static or default_mem_fraction(spec.hbm_gb, server, chunk_size, max_prefill, graph_bs)
+    attention_dp = max(server.attention_dp_size, 1)
+    attention_tp = max(server.tp_size // attention_dp, 1)
+    weights = weights_per_gpu(model, server)
+    free = spec.hbm_gb * GIB * frac - weights
+    if free <= 0:
+        raise ServerStartError(
+            f"{model.name} needs {weights / GIB:.1f} GiB of weights per GPU but mem-fraction-static {frac:.2f} "
+            f"of {spec.hbm_gb:.0f} GB leaves {spec.hbm_gb * frac:.1f} GiB (tp-size {server.tp_size})")
+    per_token = kv_bytes_per_gpu_token(model, server, attention_tp)
+    state = model.linear_state_bytes_per_request / max(attention_tp, 1)
+    page = server.page_size or 1
+    pool = int(free / per_token) // page * page * attention_dp
+    if pool < page * 16:
+        raise ServerStartError(f"KV cache pool too small ({pool} tokens) for {model.name}")
+    max_running = server.max_running_requests or min(max(int(pool / max(model.max_context, 1) * 512), 2048), 4096)
+    if state:
+        max_running = min(max_running, int(free * 0.1 / state) * attention_dp or 1)
+    return ResolvedServer(
+        chunked_prefill_size=chunk_size, max_prefill_tokens=max_prefill, max_running_requests=max_running,
+        mem_fraction_static=frac, page_size=page,
+        schedule_conservativeness=server.schedule_conservativeness if server.schedule_conservativeness is not None
+        else 1.0,
+        pool_tokens=pool, kv_bytes_per_token=float(model.kv_bytes_per_token(server.kv_dtype)),
+        kv_bytes_per_gpu_token=per_token,
+        weights_per_gpu_bytes=weights, attention_dp=attention_dp,
+        world_size=max(server.tp_size * server.pp_size, 1))
+
+
+def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float
+                     ) -> int:
+    """HiCache host pool: `--hicache-size` GB overrides `--hicache-ratio` x the device pool (default 2.0)."""
+    if not server.enable_hierarchical_cache:
+        return 0
+    if server.hicache_size:
+        tokens = server.hicache_size * GIB / resolved.kv_bytes_per_token
+    else:
+        tokens = resolved.pool_tokens * (server.hicache_ratio if server.hicache_ratio is not None else 2.0)
+    dram_cap = hardware.host_dram_gb * GIB * 0.8 / max(replicas_per_node, 1.0) / resolved.kv_bytes_per_token
+    return int(min(tokens, dram_cap))

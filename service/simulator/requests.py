@@ -1,0 +1,192 @@
+"""Benchmark requests: lengths, token content as shared blocks, schemas and arrival order.
+
+A prompt is a short tuple of blocks `(block_id, tokens)` laid out as the workload's prefix structure says
+(`PrefixStructure`): equal block ids hold equal tokens, so two prompts share exactly the tokens of their
+common leading blocks, which is what a radix tree matches (`mem_cache/radix_cache.py` match_prefix).
+Unique content (questions, variable fields, random-dataset prompts) gets a block id of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.domain import BenchSpec, LengthDist, ModelSpec, PrefixStructure, WorkloadProfile
+
+SYSTEM_BLOCK = 1
+TOOLS_BLOCK = 2
+DOCUMENT_BASE = 1_000
+HISTORY_BASE = 10_000_000
+UNIQUE_BASE = 1 << 40
+MIN_UNIQUE_TAIL = 32  # every prompt ends with its own question, however short
+# bench_serving's warm-up repeats the first dataset row with output_len=min(out, 32) (benchmark/serving.py).
+WARMUP_OUTPUT_CAP = 32
+# Without an explicit maximum, a log-normal length is capped at this multiple of its p95.
+TAIL_CAP_OVER_P95 = 2
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    """One request's identity and progress; times are simulated seconds."""
+
+    rid: int
+    blocks: tuple[tuple[int, int], ...]
+    input_len: int
+    output_len: int
+    max_new_tokens: int
+    schema: int = -1
+    warmup: bool = False
+    arrival: float = 0.0
+    prefix_len: int = 0
+    extended: int = 0
+    generated: int = 0
+    first_token: float = -1.0
+    finish: float = -1.0
+    cached_tokens: int = 0
+    host_hit_tokens: int = 0
+    retracted: int = 0
+    slot: int = -1
+    lock: object = None
+    worker: int = -1
+    decode_worker: int = -1
+    ready_at: float = 0.0
+    last_token: float = -1.0
+    issued: float = 0.0
+    aborted: bool = False
+    failure: str = ""
+
+    @property
+    def remaining_prefill(self) -> int:
+        return self.input_len + self.generated - self.prefix_len - self.extended
+
+
+def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, cap: int) -> np.ndarray:
+    """Draw `n` token lengths from a `LengthDist`, clipped to [minimum, maximum or cap].
+
+    `uniform` follows bench_serving's random dataset: `randint(max(int(L*ratio), 1), L + 1)` with
+    L = `median` (`benchmark/datasets/common.py:compute_random_lens`).
+    """
+    hi = min(dist.maximum or cap, cap)
+    if dist.kind == "fixed":
+        out = np.full(n, dist.median, dtype=np.int64)
+    elif dist.kind == "uniform":
+        out = rng.integers(max(int(dist.median * dist.range_ratio), 1), dist.median + 1, size=n)
+    elif dist.kind == "empirical" and dist.samples:
+        out = rng.choice(np.asarray(dist.samples, dtype=np.int64), size=n)
+    else:
+        p95 = dist.p95 or int(dist.median * 1.6)
+        sigma = max(np.log(max(p95, dist.median + 1) / dist.median) / 1.645, 1e-3)
+        out = np.rint(rng.lognormal(np.log(dist.median), sigma, size=n)).astype(np.int64)
+        if dist.maximum is None:
+            hi = min(hi, TAIL_CAP_OVER_P95 * p95)  # a fitted log-normal's far tail is not in any measured log
+    return np.clip(out, max(dist.minimum, 1), max(hi, 1))
+
+
+def _document_ids(prefix: PrefixStructure, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Documents by popularity (casebook case 2: 80% of traffic on 50 of 1,000 documents)."""
+    docs = prefix.documents
+    if docs is None:
+        return np.full(n, -1, dtype=np.int64)
+    popular = min(docs.popular, docs.count)
+    hot = rng.random(n) < (docs.popular_share if popular else 0.0)
+    cold_lo = popular if popular < docs.count else 0
+    return np.where(hot, rng.integers(0, max(popular, 1), size=n), rng.integers(cold_lo, docs.count, size=n))
+
+
+def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conversation: int
+                  ) -> tuple[tuple[int, int], ...]:
+    """Lay a prompt of `length` tokens out as blocks, in `PrefixStructure`'s order.
+
+    Fixed parts are cut at the end when the prompt is shorter than them, always leaving a unique tail.
+    """
+    unique = UNIQUE_BASE + rid * 4
+    head: list[tuple[int, int]] = []
+    tail: list[tuple[int, int]] = []
+    if prefix.variable_tokens and prefix.variable_position == "front":
+        head.append((unique + 1, prefix.variable_tokens))
+    if prefix.system_prompt_tokens:
+        head.append((SYSTEM_BLOCK, prefix.system_prompt_tokens))
+    tools = (TOOLS_BLOCK, prefix.tool_definition_tokens) if prefix.tool_definition_tokens else None
+    if tools and prefix.tools_position == "first":
+        head.append(tools)
+    if doc >= 0 and prefix.documents is not None:
+        head.append((DOCUMENT_BASE + doc, prefix.documents.tokens))
+    if prefix.history_tokens:
+        hid = HISTORY_BASE + conversation if conversation >= 0 else unique + 2
+        head.append((hid, prefix.history_tokens))
+    if tools and prefix.tools_position == "after_history":
+        head.append(tools)
+    if prefix.variable_tokens and prefix.variable_position == "back":
+        tail.append((unique + 3, prefix.variable_tokens))
+    return _fit(head, tail, length, unique)
+
+
+def _fit(head: list[tuple[int, int]], tail: list[tuple[int, int]], length: int, unique: int
+         ) -> tuple[tuple[int, int], ...]:
+    fixed = sum(n for _, n in head) + sum(n for _, n in tail)
+    question = max(length - fixed, MIN_UNIQUE_TAIL)
+    budget = max(length - question - sum(n for _, n in tail), 0)
+    blocks: list[tuple[int, int]] = []
+    for bid, n in head:
+        if budget <= 0:
+            break
+        blocks.append((bid, min(n, budget)))
+        budget -= min(n, budget)
+    blocks.append((unique, question))
+    blocks.extend(tail)
+    return tuple(blocks)
+
+
+def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec, rng: np.random.Generator,
+                   count: int | None = None) -> tuple[list[SimRequest], list[SimRequest]]:
+    """Warm-up requests (copies of the first row, as bench_serving does) and measured requests."""
+    n = count if count is not None else bench.num_prompts
+    random_dataset = bench.dataset == "random"
+    in_dist, out_dist = _dists(workload, bench)
+    inputs = sample_lengths(in_dist, n, rng, cap=max(model.max_context - 64, 64))
+    outputs = sample_lengths(out_dist, n, rng, cap=max(model.max_context // 2, 16))
+    docs = _document_ids(workload.prefix, n, rng)
+    convs = rng.integers(0, workload.prefix.conversations, size=n) if workload.prefix.conversations else None
+    schemas = _schemas(workload, n, rng)
+    cap_new = bench.max_new_tokens
+    requests: list[SimRequest] = []
+    for i in range(n):
+        length, out = int(inputs[i]), int(outputs[i])
+        if random_dataset:
+            blocks: tuple[tuple[int, int], ...] = ((UNIQUE_BASE + i * 4, length),)
+        else:
+            conv = int(convs[i]) if convs is not None else -1
+            blocks = layout_blocks(workload.prefix, length, i, int(docs[i]), conv)
+        length = sum(b for _, b in blocks)
+        max_new = out if bench.ignore_eos or cap_new is None else max(cap_new, 1)
+        out = out if bench.ignore_eos else min(out, max_new)
+        requests.append(SimRequest(rid=i, blocks=blocks, input_len=length, output_len=out,
+                                   max_new_tokens=max_new, schema=int(schemas[i])))
+    first = requests[0] if requests else None
+    warm = [] if first is None else [
+        SimRequest(rid=-(k + 1), blocks=first.blocks, input_len=first.input_len,
+                   output_len=min(first.output_len, WARMUP_OUTPUT_CAP),
+                   max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True)
+        for k in range(bench.warmup_requests)]
+    return warm, requests
+
+
+def _dists(workload: WorkloadProfile, bench: BenchSpec) -> tuple[LengthDist, LengthDist]:
+    if bench.dataset != "random":
+        return workload.input, workload.output
+    in_len = bench.random_input_len or workload.input.median
+    out_len = bench.random_output_len or workload.output.median
+    return (LengthDist(median=in_len, kind="uniform", range_ratio=bench.random_range_ratio),
+            LengthDist(median=out_len, kind="uniform", range_ratio=bench.random_range_ratio))
+
+
+def _schemas(workload: WorkloadProfile, n: int, rng: np.random.Generator) -> np.ndarray:
+    so = workload.structured_output
+    if so.mode != "json_schema" or so.schemas <= 0:
+        return np.full(n, -1, dtype=np.int64)
+    if so.dynamic_schemas:
+        return np.arange(n, dtype=np.int64) + 1_000_000  # every request brings a new schema
+    # A few tool combinations dominate real traffic: Zipf-like popularity over the known schemas.
+    weights = 1.0 / np.arange(1, so.schemas + 1)
+    return rng.choice(so.schemas, size=n, p=weights / weights.sum())

@@ -1,0 +1,62 @@
+"""A memo in front of a bound cost model, so a round asks it once per distinct step shape.
+
+Token counts above a few hundred are snapped to a geometric grid 1/64 apart (under 1% relative), which
+turns the many near-identical steps of a steady state into cache hits. Whether an answer fell back to the
+analytical model is remembered with it, so fallback counts stay per step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from service.components import StepCostModel
+
+EXACT_BELOW = 256
+_STEP = math.log1p(1 / 64)
+
+
+def snap(value: int) -> int:
+    """`value` unchanged when small, else the nearest point of the geometric grid."""
+    if value <= EXACT_BELOW:
+        return value
+    return int(round(math.exp(round(math.log(value) / _STEP) * _STEP)))
+
+
+class CachedStepCost(StepCostModel):
+    """Wraps a StepCostModel; answers are identical for equal snapped shapes."""
+
+    name: ClassVar[str] = "cached"
+
+    def __init__(self, inner: StepCostModel) -> None:
+        self.inner = inner
+        self._decode: dict[tuple[int, int], tuple[float, bool]] = {}
+        self._prefill: dict[tuple[int, int, int], tuple[float, bool]] = {}
+        self.calls = 0
+        self.fallbacks = 0
+
+    def _ask(self, fn: object, *args: int) -> tuple[float, bool]:
+        before = self.inner.fallback_steps()
+        seconds = fn(*args)  # type: ignore[operator]
+        return float(seconds), self.inner.fallback_steps() > before
+
+    def decode_seconds(self, batch: int, context_tokens: int) -> float:
+        key = (snap(batch), snap(context_tokens))
+        hit = self._decode.get(key)
+        if hit is None:
+            hit = self._decode[key] = self._ask(self.inner.decode_seconds, *key)
+        self.calls += 1
+        self.fallbacks += hit[1]
+        return hit[0]
+
+    def prefill_seconds(self, new_tokens: int, cached_tokens: int, requests: int) -> float:
+        key = (snap(new_tokens), snap(cached_tokens), snap(requests))
+        hit = self._prefill.get(key)
+        if hit is None:
+            hit = self._prefill[key] = self._ask(self.inner.prefill_seconds, *key)
+        self.calls += 1
+        self.fallbacks += hit[1]
+        return hit[0]
+
+    def fallback_steps(self) -> int:
+        return self.fallbacks

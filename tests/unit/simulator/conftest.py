@@ -1,0 +1,29 @@
+"""Helpers for simulator tests: casebook round-0 scenarios and the analytic cost model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from service.domain import RoundResult, Scenario, resolve_model
+from service.simulator import simulate_round
+from service.simulator.analytic import analytic_binder
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "casebook"
+
+
+def load(name: str) -> Scenario:
+    return msgspec.toml.decode((EXAMPLES / f"{name}.toml").read_bytes(), type=Scenario)
+
+
+def run(scenario: Scenario, seed: int = 7) -> RoundResult:
+    model = resolve_model(scenario.model)
+    return simulate_round(scenario, model, analytic_binder(model, scenario.hardware), seed=seed,
+                          cost_model="analytic")
+
+
+@pytest.fixture
+def casebook() -> object:
+    return load
