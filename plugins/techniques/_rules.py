@@ -1,0 +1,107 @@
+"""The casebook's rules of thumb that several techniques share (pure functions over the service facade)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from service import SLO, Deployment, ModelSpec, RouterConfig, Scenario, ServerConfig, WorkerGroup, dtype_bytes
+
+# Casebook case 2, HiCache break-even: "H100 FP8 1,979 TFLOPS x 4 GPUs x 60% effective".
+EFFECTIVE_COMPUTE = 0.60
+# Casebook case 1: speculative decoding reverses at concurrency 128 of a 206 threshold batch (0.62).
+SPECULATIVE_BREAK_EVEN = 0.6
+GIB = 1024**3
+
+
+def threshold_batch_size(scenario: Scenario) -> float:
+    """Peak dense BF16 FLOP/s over HBM bandwidth: 206 on H200, 295 on H100 (casebook "Threshold Batch")."""
+    spec = scenario.hardware.spec
+    return spec.bf16_tflops / spec.hbm_bandwidth_tbps
+
+
+def unified_replicas(deployment: Deployment) -> int:
+    return sum(g.replicas for g in deployment.groups if g.role in ("unified", "decode")) or 1
+
+
+def concurrency_per_instance(scenario: Scenario) -> float:
+    """Concurrent requests each serving instance holds: client concurrency spread over the replicas."""
+    total = scenario.bench.max_concurrency or scenario.workload.peak_concurrency or 1
+    return total / unified_replicas(scenario.deployment)
+
+
+def has_latency_slo(slo: SLO) -> bool:
+    """Casebook case 3: without a latency SLO, every latency optimisation is unnecessary or harmful."""
+    return any(v is not None for v in (slo.ttft_p95_ms, slo.ttft_p99_ms, slo.ttft_median_ms, slo.itl_median_ms,
+                                       slo.itl_p99_ms, slo.e2e_p95_ms))
+
+
+def sharing_rate(scenario: Scenario) -> float:
+    return scenario.workload.prefix_sharing_rate or 0.0
+
+
+def main_server(scenario: Scenario) -> ServerConfig:
+    """The server config of the first group that decodes (unified, else decode)."""
+    groups = scenario.deployment.groups
+    return next((g.server for g in groups if g.role in ("unified", "decode")), groups[0].server)
+
+
+def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:
+    return model.weight_bytes(server.weight_dtype) / tp / GIB
+
+
+def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
+    """Smallest TP (2 or more, as the casebook's every dense replica) whose weights take <= 25% of HBM.
+
+    Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2): enough HBM is left for long-context KV.
+    """
+    server = main_server(scenario)
+    hbm = scenario.hardware.spec.hbm_gb
+    tp = 2
+    while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
+        tp *= 2
+    return tp
+
+
+def replica_split(scenario: Scenario, tp: int, policy: str) -> Deployment:
+    """The deployment's GPUs re-cut into TP `tp` replicas behind a router (casebook case 1 round 4)."""
+    group = scenario.deployment.groups[0]
+    gpus = scenario.deployment.total_gpus()
+    server = msgspec.structs.replace(group.server, tp_size=tp)
+    router = scenario.deployment.router or RouterConfig(port=group.base_port)
+    router = msgspec.structs.replace(router, policy=policy, port=group.base_port)
+    worker = WorkerGroup(name=group.name, role="unified", replicas=max(1, gpus // tp),
+                         base_port=group.base_port + 1, server=server)
+    return Deployment(groups=[worker], router=router)
+
+
+def recompute_ms(tokens: int, model: ModelSpec, scenario: Scenario) -> float:
+    """Prefill time of `tokens` on one instance: 2 x active params FLOP per token at 60% of peak."""
+    server = main_server(scenario)
+    spec = scenario.hardware.spec
+    tflops = spec.fp8_tflops if server.weight_dtype == "fp8" and spec.supports_fp8 else spec.bf16_tflops
+    flops = tokens * 2 * model.params_active
+    return flops / (tflops * 1e12 * server.world_size * EFFECTIVE_COMPUTE) * 1e3
+
+
+def transfer_ms(tokens: int, model: ModelSpec, scenario: Scenario) -> float:
+    """Host-to-GPU time of `tokens` of KV over PCIe (casebook: 1.92 GB / 64 GB/s = 30 ms)."""
+    server = main_server(scenario)
+    per_token = model.kv_bytes_per_token(server.kv_dtype)
+    # The casebook's "GB" here is 10^6 of its 1,024-byte KB (20,000 x 96 KB = 1.92 GB).
+    return tokens * per_token / 1024 / 1e6 / scenario.hardware.spec.pcie_gbps * 1e3
+
+
+def reused_prefix_tokens(scenario: Scenario) -> int:
+    """Tokens a cache hit saves per request: a shared document, else the system prompt and tool definitions."""
+    prefix = scenario.workload.prefix
+    if prefix.documents is not None:
+        return prefix.documents.tokens
+    return prefix.system_prompt_tokens + prefix.tool_definition_tokens
+
+
+def dtype_ok(name: str | None) -> bool:
+    try:
+        dtype_bytes(name)
+    except ValueError:
+        return False
+    return True

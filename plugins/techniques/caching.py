@@ -1,0 +1,113 @@
+"""Cache strategy beyond routing: HiCache host tier, and prompt structure advice."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from plugins.techniques._rules import main_server, recompute_ms, reused_prefix_tokens, sharing_rate, transfer_ms
+from service import Applicability, ConfigDelta, Technique, TuningContext
+
+# Casebook "Prefix Sharing Rate": above 0.6 the hit rate dominates, so write_through.
+HIT_RATE_DOMINANT = 0.6
+# A hit rate this far below the sharing rate means prompts defeat the cache (casebook "Server Metrics").
+HIT_RATE_GAP = 0.1
+
+
+def hicache_break_even(ctx: TuningContext) -> tuple[float, float]:
+    """(recompute ms, transfer ms) for the prefix a hit saves (casebook case 2: 227 ms vs 30 ms)."""
+    tokens = reused_prefix_tokens(ctx.scenario)
+    return recompute_ms(tokens, ctx.model, ctx.scenario), transfer_ms(tokens, ctx.model, ctx.scenario)
+
+
+class HiCache(Technique):
+    """`--enable-hierarchical-cache` with ratio 2, page 64, write_through and the kernel io backend."""
+
+    name: ClassVar[str] = "hicache"
+    rank: ClassVar[int] = 4
+    description: ClassVar[str] = ("Keeps evicted KV in host memory and restores it by transfer instead of "
+                                  "recompute; only when transfer beats recompute (casebook case 2 round 3).")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        if main_server(ctx.scenario).enable_hierarchical_cache:
+            return Applicability(False, "HiCache is already enabled.")
+        if reused_prefix_tokens(ctx.scenario) == 0:
+            return Applicability(False, "No shared prefix to keep, so a host cache tier has nothing to restore.")
+        recompute, transfer = hicache_break_even(ctx)
+        figures = f"recompute {recompute:.0f} ms vs transfer {transfer:.0f} ms"
+        if transfer >= recompute:
+            return Applicability(False, f"Below break-even ({figures}): restoring from host is slower than "
+                                        "recomputing, so HiCache is detrimental (casebook case 2).")
+        if ctx.scenario.workload.prefix.documents is None:
+            return Applicability(False, f"Above break-even ({figures}) but the shared prefix fits on the GPU, so "
+                                        "nothing is evicted for HiCache to restore (casebook: unnecessary).")
+        return Applicability(True, f"Documents outgrow the GPU KV pool and transfer beats recompute ({figures}, "
+                                   f"{recompute / transfer:.1f}x), as in casebook case 2.")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        first = "write_through" if sharing_rate(ctx.scenario) >= HIT_RATE_DOMINANT else "write_back"
+        policies = [first]
+        if ctx.options.get("compare_write_policies"):
+            policies.append("write_back" if first == "write_through" else "write_through")
+        # Page 64 amortises PCIe transfers on long prefixes; short prompts waste too much per page (case 2).
+        page = 64 if reused_prefix_tokens(ctx.scenario) >= 2048 else 16
+        return [ConfigDelta(
+            technique=self.name, summary=f"HiCache ratio 2, page {page}, {policy}",
+            set_server={"page_size": page, "enable_hierarchical_cache": True, "hicache_ratio": 2.0,
+                        "hicache_write_policy": policy, "hicache_io_backend": "kernel",
+                        "enable_cache_report": True})
+            for policy in policies]
+
+
+class PromptStructure(Technique):
+    """Advice, not a flag: fixed parts first, variable fields last; the round replays the re-ordered prompts."""
+
+    name: ClassVar[str] = "prompt_structure"
+    rank: ClassVar[int] = 4
+    description: ClassVar[str] = ("A variable field before a shared prefix invalidates everything after it; "
+                                  "moving it to the end halved TTFT in casebook case 2 and case 4.")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        problems = _problems(ctx)
+        if not problems:
+            return Applicability(False, "Fixed parts already come first and variable fields last.")
+        hit = ctx.baseline.server.cache_hit_rate if ctx.baseline else None
+        gap = ""
+        if hit is not None and sharing_rate(ctx.scenario) - hit >= HIT_RATE_GAP:
+            gap = f" (cache hit rate {hit:.2f} vs sharing rate {sharing_rate(ctx.scenario):.2f})"
+        return Applicability(True, f"{'; '.join(problems)}{gap}: prefix caching only matches exact prefixes "
+                                   "(casebook case 2 round 2, case 4 round 3).")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        if not _problems(ctx):
+            return []
+        workload = ctx.scenario.workload
+        prefix = msgspec.structs.replace(workload.prefix, variable_position="back", tools_position="first")
+        return [ConfigDelta(technique=self.name, summary="prompt re-ordered: fixed parts first, variable last",
+                            workload=msgspec.structs.replace(workload, prefix=prefix),
+                            artifacts={"prompt-structure.md": _advice(ctx)})]
+
+
+def _problems(ctx: TuningContext) -> list[str]:
+    prefix = ctx.scenario.workload.prefix
+    found = []
+    if prefix.variable_tokens > 0 and prefix.variable_position == "front":
+        found.append(f"{prefix.variable_tokens} variable tokens (time, request id, user) open every prompt")
+    if prefix.tool_definition_tokens > 0 and prefix.tools_position == "after_history" and prefix.history_tokens:
+        found.append(f"{prefix.tool_definition_tokens} tokens of tool definitions follow the varying history")
+    return found
+
+
+def _advice(ctx: TuningContext) -> str:
+    lines = ["# Prompt structure", "",
+             "Prefix caching only reuses an exact prefix: everything after the first varying token is "
+             "recomputed. Assemble prompts as:", "",
+             "1. system prompt and fixed instructions",
+             "2. tool definitions (identical on every request)",
+             "3. shared documents",
+             "4. conversation history",
+             "5. the question",
+             "6. variable fields (current time, request id, user name)", ""]
+    lines += [f"Found: {p}." for p in _problems(ctx)]
+    return "\n".join(lines) + "\n"

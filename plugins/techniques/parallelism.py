@@ -1,0 +1,100 @@
+"""TP size against replicas behind a router, and the router's policy."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from plugins.techniques._rules import main_server, replica_split, sharing_rate, smallest_replica_tp
+from service import Applicability, ConfigDelta, Technique, TuningContext
+
+# Casebook "Prefix Sharing Rate": below 0.2 RadixAttention offers almost no benefit.
+CACHE_WORTHWHILE = 0.2
+
+
+def preferred_policy(ctx: TuningContext) -> str:
+    """cache_aware when prefixes are shared (cases 1, 2), else power_of_two for pure load balance (case 5)."""
+    return "cache_aware" if sharing_rate(ctx.scenario) >= CACHE_WORTHWHILE else "power_of_two"
+
+
+def _single_unified(ctx: TuningContext) -> bool:
+    groups = ctx.scenario.deployment.groups
+    return len(groups) == 1 and groups[0].role == "unified" and groups[0].replicas == 1
+
+
+class Parallelism(Technique):
+    """Re-cut one wide TP instance into smaller TP replicas behind a router (casebook case 1 round 4)."""
+
+    name: ClassVar[str] = "parallelism"
+    rank: ClassVar[int] = 2
+    description: ClassVar[str] = ("TP2 x 4 replicas beat TP8 x 1 on throughput and TTFT when the ITL SLO has "
+                                  "headroom: less all-reduce, and each replica fills its own batch.")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        if ctx.scenario.deployment.is_pd or len(ctx.scenario.deployment.groups) != 1:
+            return Applicability(False, "The deployment already has separate roles or groups.")
+        if ctx.model.is_moe and ctx.scenario.hardware.nodes > 1:
+            return Applicability(False, "A multi-node MoE is split by expert parallelism, not TP replicas.")
+        tp = main_server(ctx.scenario).tp_size
+        target = smallest_replica_tp(ctx.model, ctx.scenario)
+        if tp <= target:
+            return Applicability(False, f"TP{tp} is already the smallest TP that leaves room for KV.")
+        itl_slo = ctx.scenario.slo.itl_median_ms
+        if itl_slo is not None and ctx.baseline is not None and ctx.baseline.bench.median_itl_ms > 0.5 * itl_slo:
+            return Applicability(False, f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms leaves no headroom "
+                                        f"under the {itl_slo:.0f} ms SLO; smaller TP would raise it (case 1).")
+        return Applicability(True, f"TP{tp} spends an all-reduce per layer and idles GPUs at small batches; "
+                                   f"TP{target} replicas behind a router raise throughput and cut TTFT (case 1).")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        tp = main_server(ctx.scenario).tp_size
+        gpus = ctx.scenario.deployment.total_gpus()
+        policy = preferred_policy(ctx)
+        out = []
+        size = smallest_replica_tp(ctx.model, ctx.scenario)
+        while size < tp:
+            out.append(ConfigDelta(technique=self.name, summary=f"TP{size} x {gpus // size} + {policy} router",
+                                   deployment=replica_split(ctx.scenario, size, policy)))
+            size *= 2
+        return out
+
+
+class RouterPolicy(Technique):
+    """round_robin, power_of_two or cache_aware: with shared prefixes the routing policy is a cache policy."""
+
+    name: ClassVar[str] = "router_policy"
+    rank: ClassVar[int] = 4
+    description: ClassVar[str] = ("With high prefix sharing, round-robin halves the effective cache; cache_aware "
+                                  "sends a prefix to the worker that holds it (casebook case 2 round 1).")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        deployment = ctx.scenario.deployment
+        if deployment.is_pd:
+            return Applicability(False, "PD routers are set by pd_disaggregation (cache_aware prefill, "
+                                        "power_of_two decode).")
+        preferred = preferred_policy(ctx)
+        if _single_unified(ctx):
+            if deployment.total_gpus() < 2 * smallest_replica_tp(ctx.model, ctx.scenario):
+                return Applicability(False, "Too few GPUs for two replicas, so there is nothing to route.")
+            return Applicability(True, f"Splitting into replicas makes routing part of the caching strategy; "
+                                       f"sharing rate {sharing_rate(ctx.scenario):.2f} favours {preferred} (case 2).")
+        current = deployment.router.policy if deployment.router else None
+        if current == preferred:
+            return Applicability(False, f"The router already uses {preferred}, the casebook's choice here.")
+        return Applicability(True, f"The router uses {current}; sharing rate {sharing_rate(ctx.scenario):.2f} "
+                                   f"favours {preferred} (casebook case 2).")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        compare = [str(p) for p in ctx.options.get("compare", [])] or [preferred_policy(ctx)]
+        if _single_unified(ctx):
+            tp = smallest_replica_tp(ctx.model, ctx.scenario)
+            replicas = ctx.scenario.deployment.total_gpus() // tp
+            return [ConfigDelta(technique=self.name, summary=f"TP{tp} x {replicas} + {policy} router",
+                                deployment=replica_split(ctx.scenario, tp, policy)) for policy in compare]
+        router = ctx.scenario.deployment.router
+        if router is None:
+            return []
+        return [ConfigDelta(technique=self.name, summary=f"router policy {policy}",
+                            router=msgspec.structs.replace(router, policy=policy))
+                for policy in compare if policy != router.policy]

@@ -1,0 +1,38 @@
+"""FP8 weights and FP8 KV cache: half the bytes per decode step in the memory-bound region."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from plugins.techniques._rules import main_server
+from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext
+
+
+class Quantization(Technique):
+    """`--quantization fp8 --kv-cache-dtype fp8_e5m2` (casebook case 1 round 2, +31.5% throughput)."""
+
+    name: ClassVar[str] = "quantization"
+    rank: ClassVar[int] = 5
+    description: ClassVar[str] = ("FP8 weights and FP8 KV halve the bytes read per decode step (1.3-1.5x); a "
+                                  "quality check must pass before adoption when the playbook asks for one.")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        if not ctx.scenario.hardware.spec.supports_fp8:
+            return Applicability(False, f"{ctx.scenario.hardware.gpu} has no FP8 tensor cores, so FP8 saves "
+                                        "memory but not decode time.")
+        server = main_server(ctx.scenario)
+        if server.weight_dtype == "fp8" and server.kv_dtype != "bf16":
+            return Applicability(False, "Weights and KV cache are already FP8.")
+        return Applicability(True, "Decode is memory-bound, so FP8 weights and KV halve the bytes read each step "
+                                   "(casebook case 1 round 2: every metric improved at once).")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        server = main_server(ctx.scenario)
+        changes: dict[str, FlagValue | None] = {"kv_cache_dtype": "fp8_e5m2"}
+        parts = ["FP8 KV"]
+        if server.weight_dtype != "fp8":
+            changes["quantization"] = "fp8"
+            parts.insert(0, "FP8 weights")
+        if server.mem_fraction_static is None:
+            changes["mem_fraction_static"] = 0.90  # the casebook's setting alongside FP8
+        return [ConfigDelta(technique=self.name, summary=" + ".join(parts), set_server=changes)]

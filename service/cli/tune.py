@@ -1,0 +1,83 @@
+"""`sglang-tuner tune`: run a playbook on a scenario and print the report (Markdown, or JSON with --json)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+import msgspec
+
+from service.components import Playbook
+from service.engine import JobEvent, report_json, report_markdown, run_playbook
+from service.playbooks import InputFileError, check_playbook, load_playbook, playbook_scenario
+from service.plugin_host import PluginHost
+
+
+def register(main: click.Group) -> None:
+    """Add `tune` to the CLI."""
+    main.add_command(tune_command)
+
+
+@click.command("tune")
+@click.option("--playbook", "playbook_ref", required=True, metavar="NAME|FILE",
+              help="A registered playbook name (coding-assistant, auto, ...) or a playbook .toml file.")
+@click.option("--scenario", "scenario_path", type=click.Path(dir_okay=False), default=None,
+              help="Scenario file to tune; defaults to the playbook's own scenario.")
+@click.option("--runner", default=None, help="Runner plugin (default: the playbook's, else simulated).")
+@click.option("--policy", default=None, help="Decision policy (default: the playbook's, else casebook).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Base seed; repeats use seed, seed+1, ...")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Repeats per round (overrides playbook).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of Markdown.")
+def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | None, policy: str | None,
+                 seed: int, repeats: int | None, as_json: bool) -> None:
+    """Tune a deployment round by round: propose, benchmark, keep or roll back, as the casebook does."""
+    host = PluginHost()
+    try:
+        playbook = _resolve_playbook(host, playbook_ref)
+        check_playbook(playbook, techniques=host.components("technique"), runners=host.components("runner"),
+                       policies=host.components("policy"))
+        scenario = playbook_scenario(playbook, scenario_path)
+    except InputFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        outcome = asyncio.run(run_playbook(host, playbook, scenario, runner=runner, policy=policy, seed=seed,
+                                           repeats=repeats, callback=_progress_printer()))
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
+    if as_json:
+        click.echo(msgspec.json.encode(report_json(outcome, seed=seed)).decode())
+    else:
+        click.echo(report_markdown(outcome), nl=False)
+
+
+def _resolve_playbook(host: PluginHost, ref: str) -> Playbook:
+    path = Path(ref)
+    if ref.endswith(".toml") or path.exists():
+        return load_playbook(path)
+    try:
+        playbook: Playbook = host.get("playbook", ref)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0])) from exc
+    return playbook
+
+
+def _progress_printer() -> Callable[[JobEvent], None] | None:
+    """Simple progress lines on stderr when it is a terminal (stdout stays a clean report)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(event: JobEvent) -> None:
+        if event.kind == "round_started":
+            text = f"round {event.round_index}: {event.technique}: {event.message} ..."
+        elif event.kind == "round_finished":
+            text = f"round {event.round_index}: {event.technique}: {event.verdict}. {event.message}"
+        elif event.kind == "step_skipped":
+            text = f"skip {event.technique}: {event.message}"
+        else:
+            text = f"{event.kind.replace('_', ' ')}: {event.message}"
+        click.echo(f"[{event.rounds_done}/{event.rounds_budget}] {text}", err=True)
+
+    return show

@@ -1,0 +1,37 @@
+"""Wiring a job from a plugin host: which techniques, runner, policy and cost models it runs with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.components import Playbook, RoundContext
+from service.domain import Scenario
+from service.engine.events import EventCallback
+from service.engine.loop import EngineParts, TuningEngine
+from service.engine.outcome import TuningOutcome
+
+DEFAULT_RUNNER = "simulated"
+DEFAULT_POLICY = "casebook"
+
+
+def parts_from_host(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,
+                    policy: str | None = None, cost_model: str | None = None) -> EngineParts:
+    """Look the components up by name; an unknown name raises a KeyError naming the nearest known one."""
+    chosen_runner = host.get("runner", runner or playbook.runner or DEFAULT_RUNNER)
+    chosen_policy = host.get("policy", policy or playbook.policy or DEFAULT_POLICY)
+    techniques = host.components("technique")
+    for name in playbook.techniques:
+        host.get("technique", name)  # raises with the nearest valid name
+    selected = cost_model or host.hook.select_cost_model(gpu=scenario.hardware.gpu, model=scenario.model)
+    context = RoundContext(cost_models=host.components("cost_model"), cost_model=selected)
+    return EngineParts(techniques=techniques, runner=chosen_runner, policy=chosen_policy,
+                       round_context=context, hook=host.hook)
+
+
+async def run_playbook(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,
+                       policy: str | None = None, seed: int = 0, repeats: int | None = None,
+                       callback: EventCallback | None = None) -> TuningOutcome:
+    """Run `playbook` on `scenario` with the host's components and return the outcome."""
+    parts = parts_from_host(host, playbook, scenario, runner=runner, policy=policy)
+    engine = TuningEngine(parts, playbook, scenario, seed=seed, repeats=repeats, callback=callback)
+    return await engine.run()
