@@ -45,6 +45,9 @@ class PrefixStructure(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     variable_tokens: int = 0
     variable_position: Position = "back"
     conversations: int = 0
+    # How long the variable fields keep one value (a time stamp formatted to the minute: 60); requests sent
+    # within one period share them. None: a new value per request (a request id).
+    variable_period_s: float | None = None
 
 
 class StructuredOutput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,0 +1,109 @@
+"""The built-in policies: `casebook` (the default) and `slo_only`.
+
+`casebook` decides as the casebook does by hand: measurement check -> SLO gate (failure rate first) ->
+failure rate -> metric-change pattern -> objective.
+`slo_only` keeps the measurement check and the SLO gate, then looks only at the objective's own figure.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from policies.changes import Direction
+from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_error
+from policies.objectives import failure_verdict, objective_change, objective_override, pattern_verdict
+from policies.patterns import MEANING, classify
+from policies.settings import PolicySettings
+from policies.wording import describe, detail_lines, figures, headline
+from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, Verdict
+
+
+class _MeasuredPolicy(Policy):
+    """Shared frame: fail closed on bad measurements, then judge, then explain."""
+
+    def __init__(self, settings: PolicySettings | None = None) -> None:
+        self.settings = settings or PolicySettings()
+
+    def decide(self, baseline: list[RoundResult], candidate: list[RoundResult], slo: SLO,
+               objective: Objective) -> Decision:
+        """Judge the candidate's repeats against the baseline's (see the class docstring)."""
+        error = measurement_error(baseline, candidate)
+        if error is not None:
+            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy=self.name,
+                            reasons=[f"{error}: not comparable, never accepted"])
+        ev = evaluate(baseline, candidate, slo, self.settings)
+        verdict, pattern, sentence, notes = self._judge(ev, slo, objective)
+        return Decision(
+            verdict=verdict, pattern=pattern, policy=self.name,
+            reasons=[sentence, *notes, *detail_lines(ev.changes)],
+            figures=figures(ev.changes, ev.cand_checks, ev.base_checks),
+            slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
+        )
+
+    def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
+        raise NotImplementedError
+
+
+class CasebookPolicy(_MeasuredPolicy):
+    """The casebook's judgement: SLO gate, failure rate first, the metric-change pattern table, objective."""
+
+    name: ClassVar[str] = "casebook"
+
+    def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
+        pattern = classify(ev.changes, self.settings)
+        shown = pattern or Pattern.NOT_APPLICABLE
+        gated = gate_verdict(ev)
+        if gated is not None:
+            return gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", []
+        failure = failure_verdict(ev.failure)
+        if failure is not None:
+            return failure[0], shown, f"{describe(ev.failure)}: {failure[1]}", []
+        if pattern is None:
+            return Verdict.INCONCLUSIVE, shown, f"{_sample_counts(ev)}: inconclusive, baseline kept", []
+        uncertain = [c for c in ev.changes if c.direction is Direction.UNCERTAIN]
+        verdict, phrase = pattern_verdict(pattern, ev.changes, slo, objective, ev.cand_checks)
+        notes: list[str] = []
+        unproven_worse = [c for c in uncertain if not c.improves]
+        if verdict.keeps_candidate() and unproven_worse:
+            # Fail safe: a large worsening that noise cannot rule out is read as real before keeping.
+            pattern = classify(ev.changes, self.settings, pessimistic=True) or pattern
+            verdict, phrase = pattern_verdict(pattern, ev.changes, slo, objective, ev.cand_checks)
+            notes.append("counted as worse because noise cannot rule it out: "
+                         + ", ".join(describe(c) for c in unproven_worse))
+        headline_text = headline(ev.changes) + (f" ({notes[0]})" if notes else "")
+        target = objective_change(objective, ev.comparison, ev.changes, slo)
+        override = objective_override(verdict, objective, target)
+        if override is not None and target is not None:
+            verdict, phrase = override
+            sentence = f"{describe(target)} with {headline_text}: {MEANING[pattern]}, {phrase}"
+            return verdict, pattern, sentence, notes
+        return verdict, pattern, f"{headline_text}: {MEANING[pattern]}, {phrase}", notes
+
+
+def _sample_counts(ev: Evaluation) -> str:
+    base, cand = ev.comparison.baseline, ev.comparison.candidate
+    return (f"too few samples or repeats to measure noise ({len(base.samples['ttft_ms'])} vs "
+            f"{len(cand.samples['ttft_ms'])} requests with samples, {len(base.results)} vs "
+            f"{len(cand.results)} repeats)")
+
+
+class SLOOnlyPolicy(_MeasuredPolicy):
+    """The SLO gate, then only the objective's figure: better beyond noise is accepted, worse rolled back."""
+
+    name: ClassVar[str] = "slo_only"
+
+    def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
+        shown = classify(ev.changes, self.settings) or Pattern.NOT_APPLICABLE
+        gated = gate_verdict(ev)
+        if gated is not None:
+            return gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", []
+        change = objective_change(objective, ev.comparison, ev.changes, slo) or ev.change("output_throughput")
+        verdict, phrase = {
+            Direction.BETTER: (Verdict.ACCEPT, f"accepted on the {objective.kind} objective"),
+            Direction.WORSE: (Verdict.ROLLBACK, f"rolled back on the {objective.kind} objective"),
+            Direction.FLAT: (Verdict.ROLLBACK, "within the noise band: baseline kept"),
+            Direction.UNCERTAIN: (Verdict.INCONCLUSIVE, "not significant: inconclusive, baseline kept"),
+            Direction.UNKNOWN: (Verdict.INCONCLUSIVE, "too few samples or repeats: inconclusive, baseline kept"),
+        }[change.direction]
+        return verdict, shown, f"{describe(change)}: {phrase}", []
+

@@ -1,0 +1,44 @@
+"""The knobs of the decision policies, with the defaults documented in docs/policies.md."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How large and how certain a change must be before a policy calls it.
+
+    A change counts only when it is at least the minimum effect AND statistically significant; smaller
+    changes are "within the noise band" (the casebook's "nothing changed").
+
+    Attributes:
+        min_throughput_change: Smallest relative throughput change that counts (0.03 = 3%).
+        min_median_change: Smallest relative change of median TTFT / ITL that counts.
+        min_tail_change: Smallest relative change of p99 TTFT / p99 ITL / max ITL that counts.
+        min_failure_rate_change: Smallest absolute failure-rate change that counts (0.002 = 0.2 points).
+        tail_tradeoff_change: A tail drop at least this large is "tail latency down a lot", which may pay
+            for lost throughput (casebook: chunked prefill gave -63% p99 TTFT for -3.6% throughput).
+        alpha_improvement: Family-wise significance level (Holm) for calling a metric better.
+        alpha_regression: Family-wise significance level (Holm) for calling a metric worse; looser than
+            `alpha_improvement` because keeping a bad change costs more than missing a good one.
+        min_samples: Fewest per-request samples per side for a median; fewer means "too few samples".
+        min_tail_exceedances: Fewest samples a side must hold beyond a percentile to estimate it
+            (p99 with 2 needs 200 requests).
+        bootstrap_resamples: Bootstrap resamples per side.
+        bootstrap_seed: Seed of the bootstrap, so the same inputs always give the same decision.
+        bootstrap_block: Requests per bootstrap block; 0 picks sqrt(n). Blocks keep neighbouring
+            requests together, since requests that shared a batch are not independent.
+    """
+
+    min_throughput_change: float = 0.03
+    min_median_change: float = 0.05
+    min_tail_change: float = 0.10
+    min_failure_rate_change: float = 0.002
+    tail_tradeoff_change: float = 0.20
+    alpha_improvement: float = 0.002
+    alpha_regression: float = 0.05
+    min_samples: int = 30
+    min_tail_exceedances: int = 2
+    bootstrap_resamples: int = 300
+    bootstrap_seed: int = 20260807
+    bootstrap_block: int = 0

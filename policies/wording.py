@@ -1,0 +1,90 @@
+"""How decisions read: one sentence a person can check, the supporting lines, and the figures."""
+
+from __future__ import annotations
+
+from policies.changes import Direction, MetricChange
+from service import SLOCheck
+
+_GROUP_ORDER = {"failure": 0, "throughput": 1, "latency": 2, "tail": 3}
+
+
+def _number(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def p_text(change: MetricChange) -> str:
+    """The p-value that decided: Holm-adjusted for an improvement, the metric's own for a worsening."""
+    p = change.p_adjusted if change.p_adjusted is not None and change.improves else change.p_value
+    if p is None:
+        return "noise not measurable"
+    if p < 0.001:
+        return "p<0.001"
+    if p < 0.01:
+        return "p<0.01"
+    return f"p={p:.2f}"
+
+
+def describe(change: MetricChange) -> str:
+    """"output throughput +31.5% (1499 -> 1971 tok/s, p<0.01)"."""
+    if change.spec.group == "failure":
+        return (f"failure rate {change.baseline:.2%} -> {change.candidate:.2%} "
+                f"({change.change * 100:+.2f} points, {p_text(change)})")
+    unit = f" {change.spec.unit}" if change.spec.unit else ""
+    return (f"{change.spec.label} {change.change:+.1%} ({_number(change.baseline)} -> "
+            f"{_number(change.candidate)}{unit}, {p_text(change)})")
+
+
+def headline(changes: list[MetricChange], limit: int = 3) -> str:
+    """The changes that counted, throughput first: "A with B and C"."""
+    counted = [c for c in changes if c.direction in (Direction.BETTER, Direction.WORSE)]
+    if not counted:
+        counted = [c for c in changes if c.direction is Direction.UNCERTAIN]
+    if not counted:
+        counted = [c for c in changes if c.spec.key in ("output_throughput", "p99_ttft_ms")
+                   and c.direction is not Direction.UNKNOWN]
+    counted.sort(key=lambda c: (_GROUP_ORDER[c.spec.group], -abs(c.change)))
+    parts = [describe(c) for c in counted[:limit]]
+    if not parts:
+        return "no metric could be compared"
+    return parts[0] if len(parts) == 1 else f"{parts[0]} with {' and '.join(parts[1:])}"
+
+
+def detail_lines(changes: list[MetricChange]) -> list[str]:
+    """One line per metric compared, with its direction and how its noise was measured."""
+    lines = []
+    for c in changes:
+        ci = f", 95% CI {c.ci[0]:+.1%}..{c.ci[1]:+.1%}" if c.ci and c.spec.group != "failure" else ""
+        lines.append(f"{describe(c)}: {c.direction.value}{ci} [{c.method}]")
+    return lines
+
+
+def check_text(check: SLOCheck) -> str:
+    """"ttft_p95_ms 812 (target 800)"."""
+    actual = "not reported" if check.actual is None else _number(check.actual)
+    return f"{check.name} {actual} (target {_number(check.target)})"
+
+
+def figures(changes: list[MetricChange], cand_checks: list[SLOCheck],
+            base_checks: list[SLOCheck]) -> dict[str, float]:
+    """The figures a decision carries: values, changes, p-values, CIs and SLO actuals of both sides."""
+    out: dict[str, float] = {}
+    for c in changes:
+        key = c.spec.key
+        out[f"{key}.baseline"], out[f"{key}.candidate"], out[f"{key}.change"] = c.baseline, c.candidate, c.change
+        if c.p_value is not None:
+            out[f"{key}.p"] = c.p_value
+        if c.p_adjusted is not None:
+            out[f"{key}.p_adjusted"] = c.p_adjusted
+        if c.ci is not None:
+            out[f"{key}.ci_low"], out[f"{key}.ci_high"] = c.ci
+    for side, checks in (("candidate", cand_checks), ("baseline", base_checks)):
+        for check in checks:
+            out[f"slo.{check.name}.target"] = check.target
+            out[f"slo.{check.name}.{side}_met"] = 1.0 if check.met else 0.0
+            if check.actual is not None:
+                out[f"slo.{check.name}.{side}"] = float(check.actual)
+    return out

@@ -1,0 +1,62 @@
+"""Objectives: what each policy optimises once the SLO holds."""
+
+import msgspec
+
+from policies import CasebookPolicy, SLOOnlyPolicy
+from service import SLO, Objective, Pattern, Verdict
+from tests.unit.policies.policy_rounds import make_round
+
+COST = Objective(kind="cost")
+
+
+def test_the_cost_objective_accepts_a_cheaper_deployment_at_unchanged_serving_figures():
+    # Same serving figures on fewer GPUs: the casebook's MoE case optimises cost per 1M output tokens.
+    baseline, candidate = make_round(1, gpu_hour_price=32.0), make_round(2, gpu_hour_price=24.0)
+    decision = CasebookPolicy().decide([baseline], [candidate], SLO(ttft_p95_ms=5000), COST)
+    assert decision.pattern is Pattern.NOTHING_CHANGED
+    assert decision.verdict is Verdict.ACCEPT
+    assert decision.reasons[0].startswith("cost per 1M output tokens -25.")
+    assert "cost objective comes first" in decision.reasons[0]
+
+
+def test_the_cost_objective_rolls_back_a_faster_but_dearer_deployment():
+    baseline, candidate = make_round(1, gpu_hour_price=16.0), make_round(2, gpu_hour_price=32.0, decode_speed=1.3)
+    decision = CasebookPolicy().decide([baseline], [candidate], SLO(), COST)
+    assert decision.verdict is Verdict.ROLLBACK
+    assert decision.reasons[0].startswith("cost per 1M output tokens +")
+    assert "cost objective comes first" in decision.reasons[0]
+
+
+def test_the_throughput_objective_keeps_a_batch_effect_without_latency_slo():
+    # Nightly batch, batch parameters raised: ITL +90% does not matter without a latency SLO.
+    baseline, candidate = make_round(1), make_round(2, decode_speed=1.3, ttft_scale=1.6)
+    decision = CasebookPolicy().decide([baseline], [candidate], SLO(), Objective(kind="throughput"))
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.KEEP_TRADEOFF)
+
+
+def test_slo_only_follows_the_objective_figure_alone():
+    policy = SLOOnlyPolicy()
+    faster = policy.decide([make_round(1)], [make_round(2, decode_speed=1.3, ttft_scale=1.6)], SLO(),
+                           Objective(kind="throughput"))
+    assert faster.verdict is Verdict.ACCEPT and faster.policy == "slo_only"
+    assert faster.reasons[0].startswith("output throughput +")
+    worse_tail = policy.decide([make_round(1)], [make_round(2, decode_speed=1.3, ttft_scale=1.6)], SLO(),
+                               Objective(kind="latency"))
+    assert worse_tail.verdict is Verdict.ROLLBACK
+    assert worse_tail.reasons[0].startswith("p99 TTFT +")
+
+
+def test_the_deadline_objective_reports_completion_hours():
+    slo = SLO(deadline_hours=200, deadline_output_tokens=3.6e8)
+    baseline, candidate = make_round(1), make_round(2, decode_speed=1.3)
+    decision = SLOOnlyPolicy().decide([baseline], [candidate], slo, Objective(kind="deadline"))
+    assert decision.verdict is Verdict.ACCEPT
+    assert decision.reasons[0].startswith("completion time -")
+    assert decision.figures["slo.deadline_hours.candidate"] < decision.figures["slo.deadline_hours.baseline"]
+
+
+def test_decisions_round_trip_as_json():
+    decision = CasebookPolicy().decide([make_round(1)], [make_round(2, decode_speed=1.3)], SLO(ttft_p95_ms=5000),
+                                       Objective())
+    again = msgspec.json.decode(msgspec.json.encode(decision), type=type(decision))
+    assert again == decision
