@@ -1,0 +1,93 @@
+"""`profile_log`: measure a workload profile from a request log (casebook "Workload Profile")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.domain import MeasuredProfile
+from service.profile.prefix import radix_reuse_rate, sharing_rate
+from service.profile.records import LogRecord, MalformedLine, parse_line
+from service.profile.timing import casebook_median, casebook_p95, peak_concurrency, request_rates
+from service.profile.tokenize import SegmentTokenizer
+
+MAX_REPORTED_ERRORS = 1_000
+
+
+class ProfileError(ValueError):
+    """The log cannot be profiled (strict mode met a malformed line, or nothing usable is left)."""
+
+
+def read_log(path: Path, *, strict: bool = False) -> tuple[list[LogRecord], list[str], int]:
+    """Parse a JSON-lines request log.
+
+    Returns:
+        The records, the error messages kept (at most `MAX_REPORTED_ERRORS`), and the number of lines skipped.
+
+    Raises:
+        ProfileError: In strict mode, at the first malformed line, naming it.
+    """
+    records: list[LogRecord] = []
+    errors: list[str] = []
+    skipped = 0
+    with path.open("rb") as log:
+        for number, raw in enumerate(log, start=1):
+            try:
+                record = parse_line(number, raw)
+            except MalformedLine as err:
+                if strict:
+                    raise ProfileError(f"{path}: {err}") from err
+                skipped += 1
+                if len(errors) < MAX_REPORTED_ERRORS:
+                    errors.append(str(err))
+                continue
+            if record is not None:
+                records.append(record)
+    return records, errors, skipped
+
+
+def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool = False, page_size: int = 1,
+                cache_outputs: bool = True) -> MeasuredProfile:
+    """Measure input/output lengths, prefix sharing, radix reuse, concurrency and request rate.
+
+    Does what the casebook's profile_workload.py does (median and p95 of input and output tokens with its
+    index definitions, the sorted-adjacent prefix sharing rate) and more: the exact reuse rate of a radix
+    cache that never evicts (log order), peak concurrency and request rates when lines carry times.
+
+    Args:
+        path: JSON-lines log (see `service.profile.records` for the accepted fields).
+        tokenizer: A loaded tokenizer, or a folder holding tokenizer.json, or the file.
+        strict: Fail on the first malformed line instead of skipping it.
+        page_size: `--page-size` for the radix reuse replay.
+        cache_outputs: Whether finished requests leave their outputs in the replayed cache, as SGLang does.
+
+    Returns:
+        The measured profile; `errors` lists the skipped lines.
+
+    Raises:
+        ProfileError: On a malformed line in strict mode, or when no request is usable.
+    """
+    records, errors, skipped = read_log(path, strict=strict)
+    if not records:
+        raise ProfileError(f"{path}: no usable request lines")
+    segmenter = tokenizer if isinstance(tokenizer, SegmentTokenizer) else SegmentTokenizer.from_path(tokenizer)
+    prompts = segmenter.encode_prompts([r.prompt_pieces for r in records])
+    completions = segmenter.encode_texts(r.completion for r in records)
+    ins = [len(p) for p in prompts]
+    outs = [len(c) for c in completions]
+    starts = [r.start for r in records if r.start is not None]
+    intervals = [(r.start, r.end) for r in records if r.start is not None and r.end is not None]
+    mean_rate, peak_rate = request_rates(starts) if starts else (None, None)
+    return MeasuredProfile(
+        requests=len(records),
+        skipped_lines=skipped,
+        input_median=casebook_median(ins),
+        input_p95=casebook_p95(ins),
+        output_median=casebook_median(outs),
+        output_p95=casebook_p95(outs),
+        prefix_sharing_rate=sharing_rate(prompts),
+        radix_reuse_rate=radix_reuse_rate(prompts, completions if cache_outputs else None, page_size),
+        peak_concurrency=peak_concurrency(intervals) if intervals else None,
+        request_rate=mean_rate,
+        peak_request_rate=peak_rate,
+        errors=errors,
+    )
