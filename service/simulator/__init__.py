@@ -36,7 +36,7 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     try:
         cluster = build_cluster(scenario, model, bind, rng, on_finish)
     except ServerStartError as exc:
-        return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="startup",
+        return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="start",
                            provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model,
                                                  sglang_version=scenario.sglang_version))
     bench = scenario.bench
@@ -46,7 +46,8 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     scaled = msgspec.structs.replace(bench, num_prompts=math.ceil(bench.num_prompts / scale),
                                      warmup_requests=math.ceil(bench.warmup_requests / scale))
     warm, measured = build_requests(scenario.workload, scaled, model, rng)
-    loop = EventLoop(cluster, bench, scenario.hardware, rng, concurrency, rate)
+    loop = EventLoop(cluster, bench, scenario.hardware, rng, concurrency, rate,
+                     variable_period_s=scenario.workload.prefix.variable_period_s)
     holder.append(loop)
     outcome = loop.run(warm, measured)
     return round_result(scenario, outcome, cluster, cost_model, rng)

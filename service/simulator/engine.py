@@ -17,7 +17,7 @@ import numpy as np
 
 from service.domain import BenchSpec, Hardware
 from service.simulator.cluster import Cluster, transfer_seconds
-from service.simulator.requests import SimRequest
+from service.simulator.requests import SimRequest, stamp_period
 from service.simulator.worker import Worker
 
 STEP_DONE, ARRIVAL, READY, TRANSFER_DONE = 0, 1, 2, 3
@@ -41,13 +41,15 @@ class EventLoop:
     """Runs warm-up then measured requests through a cluster."""
 
     def __init__(self, cluster: Cluster, bench: BenchSpec, hardware: Hardware, rng: np.random.Generator,
-                 concurrency: int | None, request_rate: float | None) -> None:
+                 concurrency: int | None, request_rate: float | None, *, variable_period_s: float | None = None
+                 ) -> None:
         self.cluster = cluster
         self.bench = bench
         self.hardware = hardware
         self.rng = rng
         self.concurrency = concurrency
         self.rate = request_rate
+        self.variable_period_s = variable_period_s
         self.heap: list[tuple[float, int, int, object]] = []
         self.seq = itertools.count()
         self.now = 0.0
@@ -98,6 +100,7 @@ class EventLoop:
         self.inflight += 1
         self.outcome.max_inflight = max(self.outcome.max_inflight, self.inflight)
         r.issued = self.now
+        stamp_period(r, self.now, self.variable_period_s)
         w = self.entry.router.pick(r.blocks)
         if self.decode is not None:
             r.decode_worker = self.decode.router.pick(r.blocks)

@@ -13,13 +13,25 @@ from dataclasses import dataclass
 from service.domain import AttentionKind, Hardware, ModelSpec, ServerConfig, dtype_bytes
 
 GIB = 1024**3
+MIB = 1024**2
 DEFAULT_MAX_PREFILL_TOKENS = 16384
+# `arg_groups/speculative_hook.py` _handle_eagle_family: EAGLE/EAGLE3/NEXTN/STANDALONE reset an unset
+# --max-running-requests to 48 ("Max running requests is reset to 48 for speculative decoding").
+SPECULATIVE_MAX_RUNNING = 48
+SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# What lives outside the static pool, in (1 - mem_fraction_static) x HBM (`model_executor/model_runner.py`
+# sizes the KV pool as available memory minus that share): the attention backends' constant metadata
+# (512 MB, `memory_hook.py`'s own constant) and decode CUDA-graph buffers (2 MB per captured batch size,
+# `memory_hook.py` reserve_for_graph_mb), plus the activations of the largest forward pass and the
+# sampler's float32 logits and probabilities for the largest decode batch (computed from the model below).
+ATTENTION_METADATA_BYTES = 512 * MIB
+GRAPH_BYTES_PER_BATCH = 2 * MIB
 # Weight share an EAGLE3 draft head adds (one decoder layer plus its projections) relative to the target.
 DRAFT_WEIGHT_SHARE = 0.03
 
 
 class ServerStartError(ValueError):
-    """The server would not start (weights do not fit, or no room for any KV cache)."""
+    """The server would not start (weights do not fit, no room for any KV cache, or no activation headroom)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +99,52 @@ def kv_bytes_per_gpu_token(model: ModelSpec, server: ServerConfig, attention_tp:
     return full / max(min(attention_tp, model.num_kv_heads), 1)
 
 
+def activation_bytes_per_token(model: ModelSpec, server: ServerConfig) -> float:
+    """Peak live activation bytes per prefill token on one GPU (BF16 activations, one layer at a time).
+
+    Residual, normed input and layer output (3 x hidden), the QKV projection and attention output split
+    over attention TP, the MLP's gate/up output and activation (3 x intermediate / TP; for MoE, the routed
+    copies of each token over its experts), and an FP8 activation-quant buffer when weights are FP8.
+    """
+    tp = max(server.tp_size, 1)
+    attention_tp = max(tp // max(server.attention_dp_size, 1), 1)
+    q = model.num_attention_heads * model.head_dim
+    kv = 2 * max(model.num_kv_heads, 1) * model.head_dim
+    if model.is_moe:
+        inter = (model.moe_intermediate_size or model.intermediate_size) * max(model.experts_per_token, 1)
+        ep = max(server.ep_size, 1)
+        inter = inter / max(tp // ep, 1)
+    else:
+        inter = model.intermediate_size / tp
+    width = 3 * model.hidden_size + (q + kv) / attention_tp + q / attention_tp + 3 * inter
+    quant = max(model.hidden_size, inter) if server.weight_dtype == "fp8" else 0.0
+    return 2.0 * width + quant
+
+
+def headroom_needed_bytes(model: ModelSpec, server: ServerConfig, pass_tokens: int, graph_bs: int,
+                          max_running: int) -> float:
+    """Memory one GPU needs outside the static pool: activations, graph buffers, metadata and sampler."""
+    sampler = 2 * 4 * model.vocab_size * min(max_running, graph_bs if graph_bs else max_running)
+    return (pass_tokens * activation_bytes_per_token(model, server) + graph_bs * GRAPH_BYTES_PER_BATCH
+            + ATTENTION_METADATA_BYTES + sampler)
+
+
+def check_headroom(model: ModelSpec, hbm_gb: float, server: ServerConfig, frac: float, pass_tokens: int,
+                   graph_bs: int, max_running: int) -> None:
+    """Raise `ServerStartError` (CUDA out of memory at start) when the non-static share cannot hold a pass.
+
+    SGLang captures CUDA graphs and runs a profiling forward at start, so a too-large mem-fraction-static
+    fails there, before any request; a larger pool alone never causes retractions.
+    """
+    budget = hbm_gb * GIB * (1.0 - frac)
+    needed = headroom_needed_bytes(model, server, pass_tokens, graph_bs, max_running)
+    if needed > budget:
+        raise ServerStartError(
+            f"CUDA out of memory at start: mem-fraction-static {frac:.2f} leaves {budget / GIB:.2f} GiB of "
+            f"{hbm_gb:.0f} GB per GPU outside the static pool, but a {pass_tokens}-token forward pass, CUDA "
+            f"graphs for batch {graph_bs} and the sampler need {needed / GIB:.2f} GiB")
+
+
 def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -> ResolvedServer:
     """Effective settings and pool size of one server instance; raises ServerStartError if it can't start."""
     spec = hardware.spec
@@ -97,6 +155,8 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     if server.max_running_requests:
         graph_bs = min(graph_bs, server.max_running_requests)
     frac = server.mem_fraction_static or default_mem_fraction(spec.hbm_gb, server, chunk_size, max_prefill, graph_bs)
+    if server.cuda_graph_max_bs:
+        graph_bs = server.cuda_graph_max_bs
     attention_dp = max(server.attention_dp_size, 1)
     attention_tp = max(server.tp_size // attention_dp, 1)
     weights = weights_per_gpu(model, server)
@@ -111,9 +171,12 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     pool = int(free / per_token) // page * page * attention_dp
     if pool < page * 16:
         raise ServerStartError(f"KV cache pool too small ({pool} tokens) for {model.name}")
-    max_running = server.max_running_requests or min(max(int(pool / max(model.max_context, 1) * 512), 2048), 4096)
+    max_running = server.max_running_requests or _default_max_running(model, server, pool)
     if state:
         max_running = min(max_running, int(free * 0.1 / state) * attention_dp or 1)
+    if server.mem_fraction_static:
+        check_headroom(model, spec.hbm_gb, server, frac, chunk_size or max_prefill, graph_bs,
+                       max(max_running // attention_dp, 1))
     return ResolvedServer(
         chunked_prefill_size=chunk_size, max_prefill_tokens=max_prefill, max_running_requests=max_running,
         mem_fraction_static=frac, page_size=page,
@@ -123,6 +186,12 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
         kv_bytes_per_gpu_token=per_token,
         weights_per_gpu_bytes=weights, attention_dp=attention_dp,
         world_size=max(server.tp_size * server.pp_size, 1))
+
+
+def _default_max_running(model: ModelSpec, server: ServerConfig, pool: int) -> int:
+    if (server.speculative_algorithm or "").upper() in SPECULATIVE_ALGORITHMS:
+        return SPECULATIVE_MAX_RUNNING
+    return min(max(int(pool / max(model.max_context, 1) * 512), 2048), 4096)
 
 
 def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float

@@ -18,6 +18,9 @@ SYSTEM_BLOCK = 1
 TOOLS_BLOCK = 2
 DOCUMENT_BASE = 1_000
 HISTORY_BASE = 10_000_000
+# Variable fields that keep their value for a period get the id PERIOD_BASE + period index when sent.
+PERIOD_BASE = 1 << 39
+PERIOD_PENDING = PERIOD_BASE - 1
 UNIQUE_BASE = 1 << 40
 MIN_UNIQUE_TAIL = 32  # every prompt ends with its own question, however short
 # bench_serving's warm-up repeats the first dataset row with output_len=min(out, 32) (benchmark/serving.py).
@@ -104,7 +107,8 @@ def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conv
     head: list[tuple[int, int]] = []
     tail: list[tuple[int, int]] = []
     if prefix.variable_tokens and prefix.variable_position == "front":
-        head.append((unique + 1, prefix.variable_tokens))
+        front = unique + 1 if prefix.variable_period_s is None else PERIOD_PENDING
+        head.append((front, prefix.variable_tokens))
     if prefix.system_prompt_tokens:
         head.append((SYSTEM_BLOCK, prefix.system_prompt_tokens))
     tools = (TOOLS_BLOCK, prefix.tool_definition_tokens) if prefix.tool_definition_tokens else None
@@ -120,6 +124,14 @@ def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conv
     if prefix.variable_tokens and prefix.variable_position == "back":
         tail.append((unique + 3, prefix.variable_tokens))
     return _fit(head, tail, length, unique)
+
+
+def stamp_period(r: SimRequest, now: float, period_s: float | None) -> None:
+    """Give a request's slowly varying front fields the value of the period it is sent in."""
+    if period_s is None or not r.blocks or r.blocks[0][0] != PERIOD_PENDING:
+        return
+    stamped = (PERIOD_BASE + int(now // max(period_s, 1e-9)), r.blocks[0][1])
+    r.blocks = (stamped, *r.blocks[1:])
 
 
 def _fit(head: list[tuple[int, int]], tail: list[tuple[int, int]], length: int, unique: int

@@ -16,8 +16,6 @@ from service.domain import ModelSpec, ServerConfig
 
 # Defaults SGLang picks for EAGLE/EAGLE3 when the flags are unset (`arg_groups/spec_hook.py` auto choice).
 DEFAULT_STEPS, DEFAULT_TOPK, DEFAULT_DRAFT_TOKENS = 3, 1, 4
-# Fixed launch cost of one draft step (small kernels that do not scale with batch).
-DRAFT_STEP_OVERHEAD_S = 0.00025
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ class CachedStepCost(StepCostModel):
         self.inner = inner
         self._decode: dict[tuple[int, int], tuple[float, bool]] = {}
         self._prefill: dict[tuple[int, int, int], tuple[float, bool]] = {}
+        self._speculative: dict[tuple[int, ...], tuple[float, bool]] = {}
         self.calls = 0
         self.fallbacks = 0
 
@@ -57,6 +58,22 @@ class CachedStepCost(StepCostModel):
         self.calls += 1
         self.fallbacks += hit[1]
         return hit[0]
+
+    def speculative_step_seconds(self, batch: int, context_tokens: int, draft_tokens: int, draft_steps: int,
+                                 topk: int = 1) -> float:
+        key = (snap(batch), snap(context_tokens), draft_tokens, draft_steps, topk)
+        hit = self._speculative.get(key)
+        if hit is None:
+            hit = self._speculative[key] = self._ask(self.inner.speculative_step_seconds, *key)
+        self.calls += 1
+        self.fallbacks += hit[1]
+        return hit[0]
+
+    def transfer_seconds(self, nbytes: float, gbps: float) -> float:
+        return self.inner.transfer_seconds(nbytes, gbps)
+
+    def bound_tokens_per_second(self) -> float:
+        return self.inner.bound_tokens_per_second()
 
     def fallback_steps(self) -> int:
         return self.fallbacks

@@ -21,7 +21,7 @@ from service.simulator.batch import Recorder, RunningBatch
 from service.simulator.memory import ResolvedServer
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
-from service.simulator.speculative import DRAFT_STEP_OVERHEAD_S, SpeculativeSettings, sample_accepts
+from service.simulator.speculative import SpeculativeSettings, sample_accepts
 
 # `schedule_policy.py` CLIP_MAX_NEW_TOKENS and `environ.py` SGLANG_* defaults (0.5.23).
 CLIP_MAX_NEW_TOKENS = 4096
@@ -137,20 +137,26 @@ class Worker:
         n = len(batch)
         if mixed:
             new, cached, n = new + self.running.size, cached + self.running.ctx_sum, n + self.running.size
-        seconds = self.setup.cost.prefill_seconds(new, cached, n)
+        dp = self.res.attention_dp
+        seconds = self.setup.cost.prefill_seconds(-(-new // dp), cached // dp, -(-n // dp))
         if self.setup.spec is not None:
             seconds *= 1 + self.setup.spec.draft_share  # the draft model prefills the prompt too
         return seconds + (self.running.size * self.setup.mask_seconds if mixed else 0.0)
 
     def _decode_seconds(self) -> float:
-        b, ctx = self.running.size, self.running.ctx_sum
+        # Under DP attention every rank schedules its own share and all ranks step together
+        # (`managers/data_parallel_controller.py`); cost models price one rank's batch, so the running
+        # requests are spread evenly over the ranks.
+        dp = self.res.attention_dp
+        b, ctx = -(-self.running.size // dp), self.running.ctx_sum // dp
         spec = self.setup.spec
         if spec is None:
             return self.setup.cost.decode_seconds(b, ctx) + b * self.setup.mask_seconds
-        verify = self.setup.cost.prefill_seconds(b * spec.draft_tokens, ctx, b)
-        draft = spec.steps * (spec.draft_share * self.setup.cost.decode_seconds(b * spec.topk, 0)
-                              + DRAFT_STEP_OVERHEAD_S)
-        return verify + draft + b * self.setup.mask_seconds
+        # `speculative/eagle_worker.py`: `steps` draft passes over batch x topk tokens, then a TARGET_VERIFY
+        # forward of batch x num_draft_tokens tokens that reads each request's KV once; the cost model prices
+        # it, so it turns compute-bound near threshold_batch / num_draft_tokens requests.
+        round_seconds = self.setup.cost.speculative_step_seconds(b, ctx, spec.draft_tokens, spec.steps, spec.topk)
+        return round_seconds + b * self.setup.mask_seconds
 
     def _host_copy_seconds(self) -> float:
         written = self.cache.host_written_tokens - self.host_written_seen
@@ -169,8 +175,9 @@ class Worker:
         ratio = 1.0 if self.setup.ignore_eos else self.ratio
         rem_total = self.available + self.cache.evictable_tokens - self.running.reserved_tokens(
             CLIP_MAX_NEW_TOKENS, ratio)
-        rem_chunk = self.res.chunked_prefill_size
-        rem_input = self.res.max_prefill_tokens - (self.running.size if self.setup.mixed_chunk else 0)
+        dp = self.res.attention_dp  # each DP-attention rank has its own prefill budget
+        rem_chunk = None if self.res.chunked_prefill_size is None else self.res.chunked_prefill_size * dp
+        rem_input = self.res.max_prefill_tokens * dp - (self.running.size if self.setup.mixed_chunk else 0)
         batch: list[tuple[SimRequest, int]] = []
         if self.chunked is not None:
             r = self.chunked
