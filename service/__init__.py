@@ -19,7 +19,22 @@ from service.domain import *  # noqa: F403
 from service.domain import __all__ as _domain_all
 from service.domain.model import shipped_models
 from service.hookspecs import hookimpl
+from service.loadgen import (
+    LoadAborted,
+    LoadPlan,
+    PhaseResult,
+    PromptRequest,
+    bench_figures,
+    bench_serving_argv,
+    build_prompts,
+    read_bench_output,
+    request_samples,
+    run_load,
+    sglang_available,
+)
 from service.playbooks import load_playbook, load_playbook_dir
+from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
+from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
 
 __all__ = [
@@ -35,6 +50,26 @@ __all__ = [
     "TuningContext",
     "hookimpl",
     "simulate_round",
+    "LoadAborted",
+    "LoadPlan",
+    "PhaseDeadlines",
+    "PhaseResult",
+    "PromptRequest",
+    "ROUTER",
+    "RenderRefused",
+    "RenderedLaunch",
+    "RunnerSettings",
+    "ValidationIssue",
+    "bench_figures",
+    "bench_serving_argv",
+    "build_prompts",
+    "load_runner_settings",
+    "read_bench_output",
+    "render_scenario",
+    "request_samples",
+    "run_load",
+    "sglang_available",
+    "validate_argv",
     "shipped_models",
     "load_playbook",
     "load_playbook_dir",

@@ -1,0 +1,70 @@
+"""Named round failures: what went wrong, in which launch phase, read from exit codes and server logs.
+
+Log patterns are SGLang's own lines: torch's `CUDA out of memory` and SGLang's `Not enough memory`
+(`model_executor/model_runner.py`), `Capture cuda graph failed` (`model_executor/cuda_graph_runner.py`),
+uvicorn's `address already in use`, the scheduler watchdog (`managers/scheduler.py`), and the retraction
+warning `KV cache pool is full. Retract requests.`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from plugins.runners.local.processes import ServerProcess
+
+# (cause, pattern): the first match names the failure.
+LOG_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|Not enough memory", re.IGNORECASE)),
+    ("cuda_graph_capture", re.compile(r"Capture cuda graph failed", re.IGNORECASE)),
+    ("port_in_use", re.compile(r"address already in use", re.IGNORECASE)),
+    ("watchdog_timeout", re.compile(r"watchdog timeout", re.IGNORECASE)),
+)
+CAUSES = ("validation", "engine_missing", "router_missing", "port_in_use", "launch_exit", "oom", "cuda_graph_capture",
+          "start_timeout", "health_timeout", "worker_died", "scheduler_stalled", "watchdog_timeout", "deadline",
+          "retraction_storm", "requests_failed")
+
+
+class RoundFailure(Exception):
+    """A round failed: `cause` (one of CAUSES), the launch `phase`, and a sentence for people."""
+
+    def __init__(self, cause: str, phase: str, message: str) -> None:
+        super().__init__(f"{cause}: {message}")
+        self.cause = cause
+        self.phase = phase
+        self.message = message
+
+
+def cause_from_log(text: str) -> str | None:
+    """The failure a server log names, if any."""
+    for cause, pattern in LOG_CAUSES:
+        if pattern.search(text):
+            return cause
+    return None
+
+
+def log_excerpt(text: str, cause: str | None, lines: int = 3) -> str:
+    """The log line that names `cause` (else the last lines), trimmed for an error message."""
+    if cause is not None:
+        for name, pattern in LOG_CAUSES:
+            if name == cause:
+                for line in text.splitlines():
+                    if pattern.search(line):
+                        return line.strip()[:300]
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail)[:300]
+
+
+def exited(process: ServerProcess, phase: str) -> RoundFailure:
+    """The failure of a process that exited on its own, named from its log where the log says why."""
+    text = process.log_text()
+    cause = cause_from_log(text)
+    code = process.poll()
+    if cause is None:
+        cause = "launch_exit" if phase in ("start", "health") else "worker_died"
+    how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed by signal {-(code or 0)}"
+    return RoundFailure(cause, phase, f"{process.name} {how} during {phase}: {log_excerpt(text, cause)}")
+
+
+def dead_process(processes: list[ServerProcess]) -> ServerProcess | None:
+    """The first process that is no longer running."""
+    return next((p for p in processes if not p.stopped and p.poll() is not None), None)

@@ -1,0 +1,129 @@
+"""What a round launches: rendered argv, checked again token by token, with the configured engine command.
+
+The renderer spells `python -m sglang.launch_server ...` (and `python -m sglang_router.launch_router ...`);
+each argv is validated once more right here, just before launch, against the version's catalogue and the
+operator's allowed dangerous flags. Only then is the `python -m <module>` head swapped for the configured
+command: real SGLang, or the emulator, which takes exactly the same flags.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+from plugins.runners.local.failures import RoundFailure
+from service import (
+    ROUTER,
+    RenderedLaunch,
+    RenderRefused,
+    RunnerSettings,
+    Scenario,
+    ValidationIssue,
+    render_scenario,
+    validate_argv,
+)
+
+EMULATOR_ENV = "SGLANG_TUNER_EMULATOR_"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One process to start: final argv, extra environment, and the URL it serves."""
+
+    name: str
+    kind: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+def engine_of(settings: RunnerSettings) -> str:
+    """`sglang` or `emulator`: the settings' choice, `auto` meaning sglang when it is importable."""
+    if settings.engine != "auto":
+        return settings.engine
+    return "sglang" if importlib.util.find_spec("sglang") is not None else "emulator"
+
+
+def _head(settings: RunnerSettings, engine: str) -> list[str]:
+    if settings.engine_command:
+        return list(settings.engine_command)
+    module = "service.emulator" if engine == "emulator" else "sglang.launch_server"
+    return [settings.python, "-m", module]
+
+
+def _refuse(issues: list[ValidationIssue], what: str) -> RoundFailure:
+    blocking = [issue for issue in issues if issue.severity == "error"]
+    detail = "; ".join(str(issue) for issue in blocking[:5])
+    return RoundFailure("validation", "validate", f"refusing to launch {what}: {detail}")
+
+
+def _checked(argv: list[str], scenario: Scenario, settings: RunnerSettings, *, router: bool, what: str) -> list[str]:
+    issues = (validate_argv(argv, package=ROUTER, allow=settings.allow_flags) if router else
+              validate_argv(argv, sglang_version=scenario.sglang_version, allow=settings.allow_flags))
+    if any(issue.severity == "error" for issue in issues):
+        raise _refuse(issues, what)
+    return argv[3:]  # the flags after `python -m <module>`
+
+
+def emulator_env(scenario: Scenario, settings: RunnerSettings, cost_model: str | None, *, first: bool) -> dict[str, str]:
+    """Emulator settings for one worker (the fault goes to the first worker only)."""
+    env = {EMULATOR_ENV + "VERSION": scenario.sglang_version,
+           EMULATOR_ENV + "GPU": settings.emulator_gpu or scenario.hardware.gpu,
+           EMULATOR_ENV + "TIME_SCALE": repr(settings.time_scale),
+           EMULATOR_ENV + "COST_MODEL": cost_model or "roofline",
+           EMULATOR_ENV + "DRAFT_ACCEPTANCE": repr(scenario.workload.speculative.draft_acceptance)}
+    if first and settings.emulator_fault:
+        env[EMULATOR_ENV + "FAULT"] = settings.emulator_fault
+    return env
+
+
+def plan_launch(scenario: Scenario, settings: RunnerSettings, *, cost_model: str | None = None
+                ) -> tuple[RenderedLaunch, list[LaunchSpec]]:
+    """Render, re-validate and turn a scenario into the processes to start (workers first, router last).
+
+    Raises:
+        RoundFailure: `validation` when rendering or the final argv check refuses; `engine_missing` /
+            `router_missing` when the command to run is not installed.
+    """
+    try:
+        rendered = render_scenario(scenario, allow=settings.allow_flags, python=settings.python)
+    except RenderRefused as exc:
+        raise _refuse(exc.issues, "the deployment") from None
+    engine = engine_of(settings)
+    if engine == "sglang" and not settings.engine_command and importlib.util.find_spec("sglang") is None:
+        raise RoundFailure("engine_missing", "validate", "sglang is not installed here; install it, or set the "
+                                                         "runner engine to `emulator`")
+    head = _head(settings, engine)
+    specs = []
+    for index, worker in enumerate(rendered.workers):
+        name = f"{worker.group}-{worker.replica}" + (f"-rank{worker.node_rank}" if worker.node_rank else "")
+        flags = _checked(worker.argv, scenario, settings, router=False, what=name)
+        env = dict(worker.env) | (emulator_env(scenario, settings, cost_model, first=index == 0)
+                                  if engine == "emulator" else {})
+        url = worker.url if worker.node_rank == 0 else ""  # only rank 0 of a multi-node server serves HTTP
+        specs.append(LaunchSpec(name=name, kind="worker", argv=head + flags, env=env, url=url, host=worker.host,
+                                port=worker.port))
+    if rendered.router is not None:
+        specs.append(_router_spec(rendered, scenario, settings))
+    return rendered, specs
+
+
+def _router_spec(rendered: RenderedLaunch, scenario: Scenario, settings: RunnerSettings) -> LaunchSpec:
+    router = rendered.router
+    assert router is not None
+    if not settings.router_command and importlib.util.find_spec("sglang_router") is None:
+        raise RoundFailure("router_missing", "validate", "the deployment has a router but sglang-router is not "
+                                                         "installed (pip install sglang-router)")
+    flags = _checked(router.argv, scenario, settings, router=True, what="the router")
+    head = list(settings.router_command) if settings.router_command else [settings.python, "-m",
+                                                                          "sglang_router.launch_router"]
+    return LaunchSpec(name="router", kind="router", argv=head + flags, url=router.url, host=router.host,
+                      port=router.port)
+
+
+def process_env(spec: LaunchSpec) -> dict[str, str]:
+    """The environment a process starts with: this one's, plus the spec's (CUDA_VISIBLE_DEVICES, emulator)."""
+    return {**os.environ, **spec.env}

@@ -1,0 +1,74 @@
+"""Listener ports: checking the deployment's ports are free, and moving them to free loopback ports.
+
+Moving ports (`remap_ports` in the runner settings) lets rounds run beside other services, as in CI. The
+mapping is kept for the runner's lifetime, so the same deployment always gets the same argv back.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import msgspec
+
+from plugins.runners.local.readiness import port_free
+from service import Scenario
+
+LOOPBACK = "127.0.0.1"
+
+
+def _ephemeral() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+def free_block(size: int, attempts: int = 200) -> int:
+    """The first port of `size` consecutive free loopback ports."""
+    for _ in range(attempts):
+        start = _ephemeral()
+        if start + size < 65535 and all(port_free(LOOPBACK, start + k) for k in range(size)):
+            return start
+    raise OSError(f"no {size} consecutive free ports found")
+
+
+class PortMap:
+    """Original port blocks -> free blocks, stable while they stay free."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[tuple[str, int, int], int] = {}
+
+    def move(self, key: str, port: int, size: int = 1) -> int:
+        """Where the block `port .. port+size-1` (named `key`) goes."""
+        mapped = self.blocks.get((key, port, size))
+        if mapped is None or not all(port_free(LOOPBACK, mapped + k) for k in range(size)):
+            mapped = free_block(size)
+            self.blocks[(key, port, size)] = mapped
+        return mapped
+
+    def remap(self, scenario: Scenario) -> Scenario:
+        """The scenario with every worker, bootstrap, router and router-metrics port moved."""
+        deployment = scenario.deployment
+        groups = []
+        for group in deployment.groups:
+            changes: dict[str, int] = {"base_port": self.move(f"{group.name}.http", group.base_port, group.replicas)}
+            if group.bootstrap_port is not None:
+                changes["bootstrap_port"] = self.move(f"{group.name}.bootstrap", group.bootstrap_port, group.replicas)
+            groups.append(msgspec.structs.replace(group, **changes))
+        router = deployment.router
+        if router is not None:
+            metrics_port = router.prometheus_port if router.prometheus_port is not None else 29000
+            router = msgspec.structs.replace(router, port=self.move("router", router.port),
+                                             prometheus_port=self.move("router.metrics", metrics_port))
+        return msgspec.structs.replace(scenario, deployment=msgspec.structs.replace(
+            deployment, groups=groups, router=router))
+
+
+def busy_ports(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[str]:
+    """Listeners the launch needs that something already holds, as `host:port` strings."""
+    wanted = list(worker_ports)
+    router = scenario.deployment.router
+    if router is not None:
+        wanted.append((router.host, router.port))
+        if router.prometheus_port is not None:
+            wanted.append((router.host, router.prometheus_port))
+    return [f"{host}:{port}" for host, port in wanted if not port_free(host, port)]

@@ -1,0 +1,54 @@
+"""Turning what a round measured (or why it failed) into a `RoundResult`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plugins.runners.local.failures import RoundFailure
+from service import (
+    BenchFigures,
+    Provenance,
+    RequestSamples,
+    RoundResult,
+    RoundStatus,
+    Scenario,
+    ServerMetrics,
+    Source,
+)
+
+
+def provenance(scenario: Scenario, *, emulated: bool, cost_model: str | None, time_scale: float,
+               runner: str = "local") -> Provenance:
+    """Where the figures come from: measured on SGLang, or emulated (with the emulator's clock)."""
+    note = (f"emulated SGLang workers timed by the {cost_model or 'roofline'} cost model at time scale {time_scale:g}"
+            if emulated else "")
+    return Provenance(source=Source.EMULATED if emulated else Source.MEASURED, runner=runner,
+                      cost_model=(cost_model or "roofline") if emulated else None,
+                      sglang_version=scenario.sglang_version, note=note)
+
+
+def failed(failure: RoundFailure, origin: Provenance, notes: list[str], *, bench: BenchFigures | None = None,
+           server: ServerMetrics | None = None) -> RoundResult:
+    """A failed round: cause and phase named; figures attached when the load did run."""
+    return RoundResult(status=RoundStatus.FAILED, provenance=origin, error=str(failure), error_phase=failure.phase,
+                       bench=bench or BenchFigures(), server=server or ServerMetrics(), notes=notes)
+
+
+def accept_length(server_info: dict[str, Any]) -> float | None:
+    """bench_serving's `accept_length`: `/server_info` internal_states[0].avg_spec_accept_length."""
+    states = server_info.get("internal_states") or [{}]
+    value = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
+    return float(value) if value else None
+
+
+def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server: ServerMetrics,
+             samples: RequestSamples, *, attempted: int, notes: list[str], first_error: str) -> RoundResult:
+    """A round whose load ran: OK, PARTIAL when some requests failed."""
+    failures = attempted - bench.completed
+    price = scenario.hardware.gpu_hour_price * scenario.deployment.total_gpus()
+    cost = price / (bench.output_throughput * 3600 / 1e6) if bench.output_throughput > 0 else None
+    return RoundResult(
+        status=RoundStatus.PARTIAL if failures else RoundStatus.OK, provenance=origin, bench=bench, server=server,
+        failure_rate=failures / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
+        error=f"{failures} of {attempted} requests failed; first: {first_error}" if failures else None,
+        error_phase="load" if failures else None, notes=notes)

@@ -1,0 +1,229 @@
+"""One `local` round, phase by phase: validate, start, health, warm-up, load, teardown.
+
+Teardown runs whatever happened (an error, a cancelled task): every process group is signalled and
+reaped before the round returns, and any member that had to be killed with SIGKILL is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited
+from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch, process_env
+from plugins.runners.local.ports import busy_ports
+from plugins.runners.local.processes import Launcher, ServerProcess, stop_all
+from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, wait_router
+from plugins.runners.local.results import accept_length, failed, measured, provenance
+from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
+from service import (
+    LoadAborted,
+    LoadPlan,
+    PhaseResult,
+    RequestSamples,
+    RoundResult,
+    RunnerSettings,
+    Scenario,
+    ServerMetrics,
+    bench_figures,
+    bench_serving_argv,
+    build_prompts,
+    read_bench_output,
+    request_samples,
+    resolve_model,
+    run_load,
+    sglang_available,
+)
+
+
+class LocalRound:
+    """State of one round: the processes it started and what it has measured so far."""
+
+    def __init__(self, scenario: Scenario, settings: RunnerSettings, launcher: Launcher, *, seed: int | None,
+                 cost_model: str | None) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.launcher = launcher
+        self.seed = seed
+        self.cost_model = cost_model
+        self.emulated = engine_of(settings) == "emulator" and not settings.engine_command
+        self.scale = settings.time_scale if self.emulated else 1.0
+        self.origin = provenance(scenario, emulated=self.emulated, cost_model=cost_model, time_scale=self.scale)
+        self.processes: list[ServerProcess] = []
+        self.launched: list[list[str]] = []
+        self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="sglang-tuner-round-"))
+        self.notes: list[str] = [f"logs: {self.log_dir}"]
+        self.server_info: dict[str, Any] = {}
+
+    @property
+    def workers(self) -> list[ServerProcess]:
+        """The worker processes, in launch order."""
+        return [p for p in self.processes if p.kind == "worker"]
+
+    async def run(self) -> RoundResult:
+        """The whole round; never raises for a server fault (the result names it)."""
+        try:
+            _, specs = plan_launch(self.scenario, self.settings, cost_model=self.cost_model)
+            ports = [(s.host, s.port) for s in specs if s.kind == "worker" and s.url]
+            if busy := busy_ports(self.scenario, ports):
+                raise RoundFailure("port_in_use", "start", f"already in use before launch: {', '.join(busy)}")
+            async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
+                await self._start(client, specs)
+                return await self._measure(client)
+        except RoundFailure as failure:
+            return failed(failure, self.origin, self.notes)
+        finally:
+            self._teardown()
+
+    # -- start and health ------------------------------------------------------------------------------
+
+    def _spawn(self, spec: LaunchSpec) -> ServerProcess:
+        self.launched.append(list(spec.argv))
+        try:
+            process = self.launcher.spawn(spec.name, spec.argv, process_env(spec), self.log_dir / f"{spec.name}.log")
+        except OSError as exc:
+            raise RoundFailure("launch_exit", "start", f"{spec.name} could not be started: {exc}") from None
+        process.url, process.kind = spec.url, spec.kind
+        self.processes.append(process)
+        return process
+
+    async def _start(self, client: httpx.AsyncClient, specs: list[LaunchSpec]) -> None:
+        deadlines = self.settings.deadlines
+        for spec in specs:
+            if spec.kind == "worker":
+                self._spawn(spec)
+        await wait_ports(self.processes, deadlines.start)
+        await wait_healthy(client, self.processes, deadlines.health)
+        heads = [p for p in self.workers if p.url]
+        for process in heads:
+            await metadata(client, process.url, "model_info")
+            self.server_info = await metadata(client, process.url, "server_info")
+        router = next((spec for spec in specs if spec.kind == "router"), None)
+        if router is not None:
+            process = self._spawn(router)
+            await wait_ports(self.processes, deadlines.start)
+            await wait_router(client, process, self.processes, len(heads), deadlines.health)
+
+    # -- load --------------------------------------------------------------------------------------------
+
+    def _watch(self) -> str | None:
+        dead = dead_process(self.processes)
+        return str(exited(dead, "load")) if dead is not None else None
+
+    def _plan(self, base_url: str) -> LoadPlan:
+        bench, deadlines = self.scenario.bench, self.settings.deadlines
+        return LoadPlan(base_url=base_url, backend=bench.backend, model=self.server_info.get(
+            "served_model_name") or self.scenario.model, max_concurrency=bench.max_concurrency,
+            request_rate=bench.request_rate * self.scale if bench.request_rate else None,
+            ignore_eos=bench.ignore_eos, seed=self.seed if self.seed is not None else bench.seed,
+            stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup, load_deadline=deadlines.load)
+
+    async def _measure(self, client: httpx.AsyncClient) -> RoundResult:
+        router = next((p for p in self.processes if p.kind == "router"), None)
+        base_url = router.url if router is not None else self.workers[0].url
+        if self.settings.bench == "sglang":
+            return await self._bench_serving(client, base_url)
+        plan = self._plan(base_url)
+        warm, requests = build_prompts(self.scenario.workload, self.scenario.bench,
+                                       resolve_model(self.scenario.model), seed=plan.seed)
+        offsets: list[int] = []
+        before: list[dict[str, float]] = []
+
+        async def between(load_client: httpx.AsyncClient) -> None:
+            """After warm-up: flush the cache when asked, scrape metrics, mark the logs."""
+            if self.scenario.bench.flush_cache:
+                await load_client.post(base_url + "/flush_cache", params={"timeout": 60})
+            before.extend(await scrape(load_client, [p.url for p in self.workers if p.url]))
+            offsets.extend(p.log_size() for p in self.workers)
+
+        try:
+            _, load = await run_load(plan, warm, requests, between=between, watch=self._watch)
+        except LoadAborted as aborted:
+            raise await self._aborted(client, aborted) from None
+        if (dead := dead_process(self.processes)) is not None:  # requests can fail faster than the watchdog looks
+            raise exited(dead, "load")
+        after = await scrape(client, [p.url for p in self.workers if p.url])
+        logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
+        server = server_metrics(counter_deltas(before, after), logs)
+        return await self._result(client, load, len(requests), server)
+
+    async def _result(self, client: httpx.AsyncClient, load: PhaseResult, attempted: int,
+                      server: ServerMetrics) -> RoundResult:
+        heads = [p for p in self.workers if p.url]
+        try:
+            info = await metadata(client, heads[0].url, "server_info") if heads else {}
+        except RoundFailure:
+            info = {}  # only the accept length comes from here; the figures stand without it
+        bench = bench_figures(load.outcomes, load.duration, time_scale=self.scale, accept_length=accept_length(info))
+        samples = request_samples(load.outcomes, time_scale=self.scale)
+        first_error = next((o.error for o in load.outcomes if not o.success), "")
+        if bench.completed == 0:
+            raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
+        limit = self.settings.retraction_storm_per_request * bench.completed
+        if server.num_retracted_requests_total > limit:
+            storm = RoundFailure("retraction_storm", "load",
+                                 f"{server.num_retracted_requests_total} retractions for {bench.completed} requests "
+                                 "(KV cache pool is full. Retract requests.); the KV pool is too small for this load")
+            return failed(storm, self.origin, self.notes, bench=bench, server=server)
+        return measured(self.scenario, self.origin, bench, server, samples, attempted=attempted, notes=self.notes,
+                        first_error=first_error)
+
+    async def _bench_serving(self, client: httpx.AsyncClient, base_url: str) -> RoundResult:
+        """`--bench sglang`: SGLang's own bench_serving drives the load; its output file gives the figures."""
+        if not sglang_available():
+            raise RoundFailure("engine_missing", "load", "bench = sglang needs the sglang package installed here")
+        urls = [p.url for p in self.workers if p.url]
+        before = await scrape(client, urls)
+        offsets = [p.log_size() for p in self.workers]
+        output = self.log_dir / "bench_serving.jsonl"
+        argv = bench_serving_argv(self.settings.python, base_url, self.scenario.bench, self.scenario.workload,
+                                  output, model=self.server_info.get("served_model_name") or self.scenario.model)
+        bench_log = self.log_dir / "bench_serving.log"
+        with bench_log.open("wb") as sink:
+            child = await asyncio.create_subprocess_exec(*argv, stdout=sink, stderr=asyncio.subprocess.STDOUT,
+                                                         start_new_session=True)
+            try:
+                await asyncio.wait_for(child.wait(), self.settings.deadlines.load)
+            except TimeoutError:
+                child.kill()
+                raise RoundFailure("deadline", "load", "bench_serving overran the load deadline") from None
+        try:
+            bench = read_bench_output(output)
+        except ValueError as exc:
+            raise RoundFailure("requests_failed", "load", f"{exc}; see {bench_log}") from None
+        logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
+        server = server_metrics(counter_deltas(before, await scrape(client, urls)), logs)
+        return measured(self.scenario, self.origin, bench, server, RequestSamples(), attempted=bench.completed,
+                        notes=[*self.notes, f"load by {' '.join(argv[:3])}"], first_error="")
+
+    async def _aborted(self, client: httpx.AsyncClient, aborted: LoadAborted) -> RoundFailure:
+        """Name why the load stopped: a dead process, a watchdog line, or a scheduler that stopped stepping."""
+        if aborted.cause not in ("stalled", "deadline"):
+            cause, _, message = str(aborted).partition(": ")
+            return RoundFailure(cause, aborted.phase, message)
+        for process in self.workers:
+            if cause_from_log(process.log_text()) == "watchdog_timeout":
+                return RoundFailure("watchdog_timeout", aborted.phase, f"{process.name} logged a scheduler watchdog "
+                                                                       f"timeout: {aborted}")
+        if aborted.cause == "stalled":
+            codes = [(await client.get(p.url + "/health")).status_code if p.url else 0 for p in self.workers]
+            alive = "while /health still answers 200" if all(c == 200 for c in codes if c) else "and /health fails"
+            return RoundFailure("scheduler_stalled", aborted.phase, f"the scheduler stopped {alive}: {aborted}")
+        return RoundFailure("deadline", aborted.phase, str(aborted))
+
+    # -- teardown ----------------------------------------------------------------------------------------
+
+    def _teardown(self) -> None:
+        started = time.monotonic()
+        survivors = stop_all(self.processes, self.settings.deadlines.teardown)
+        forced = {name: pids for name, pids in survivors.items() if pids}
+        if forced:
+            self.notes.append("teardown: SIGKILL after the grace period for " +
+                              ", ".join(f"{name} ({len(pids)} process(es))" for name, pids in forced.items()))
+        self.notes.append(f"teardown took {time.monotonic() - started:.2f}s")
+

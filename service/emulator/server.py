@@ -1,0 +1,149 @@
+"""Start an emulated SGLang server from `sglang.launch_server` argv: parse, log startup, serve.
+
+Emulator-only settings come from the environment, so the argv stays exactly what SGLang would take:
+
+| variable | meaning | default |
+|---|---|---|
+| `SGLANG_TUNER_EMULATOR_VERSION` | SGLang version whose flags and routes are emulated | 0.5.23 |
+| `SGLANG_TUNER_EMULATOR_GPU` | GPU whose cost model times the steps | H100-SXM |
+| `SGLANG_TUNER_EMULATOR_COST_MODEL` | cost model plugin that times the steps | roofline |
+| `SGLANG_TUNER_EMULATOR_TIME_SCALE` | wall seconds per emulated second | 1.0 |
+| `SGLANG_TUNER_EMULATOR_DRAFT_ACCEPTANCE` | per-token draft acceptance under speculative decoding | 0.75 |
+| `SGLANG_TUNER_EMULATOR_FAULT` | a fault to inject (`service/emulator/faults.py`) | none |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+
+from service.domain import Hardware, ModelSpec, resolve_model
+from service.emulator.app import EmulatorApp
+from service.emulator.args import ArgvError, ServerArgs, parse_server_argv
+from service.emulator.engine import DEFAULT_DRAFT_ACCEPTANCE, EmulatedEngine
+from service.emulator.faults import CUDA_GRAPH_LINES, FAULT_ENV, OOM_LINES, Fault, FaultSpecError, parse_fault
+from service.plugin_host import PluginHost
+from service.simulator import ServerStartError
+
+ENV = "SGLANG_TUNER_EMULATOR_"
+DEFAULT_VERSION = "0.5.23"
+# The scheduler and detokenizer of a real server are child processes; the emulator keeps one such child so
+# a launcher that kills only the parent, not the process group, leaves it behind exactly as with SGLang.
+_CHILD = "import time\nwhile True:\n    time.sleep(3600)\n"
+
+
+def make_logger(tp_size: int) -> Callable[[str], None]:
+    """SGLang's log format: `[%Y-%m-%d %H:%M:%S TP0] message` (rank suffix only with TP > 1)."""
+    suffix = " TP0" if tp_size > 1 else ""
+
+    def log(message: str) -> None:
+        """Write one log line to stdout."""
+        sys.stdout.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}{suffix}] {message}\n")
+        sys.stdout.flush()
+
+    return log
+
+
+def _bind_cost(model: ModelSpec, hardware: Hardware, args: ServerArgs, name: str):  # type: ignore[no-untyped-def]
+    """The step cost model the scheduler is timed by (a cost-model plugin, as the simulator uses)."""
+    models = PluginHost(allow={"builtin_cost_models"}).components("cost_model")
+    chosen = models.get(name) or models["roofline"]
+    if not chosen.available():
+        chosen = models["roofline"]
+    return chosen.bind(model, hardware, args.server)
+
+
+def _startup_lines(args: ServerArgs, engine: EmulatedEngine, model: ModelSpec, log: Callable[[str], None]) -> None:
+    resolved = engine.resolved
+    weights_gb = resolved.weights_per_gpu_bytes / 1024**3
+    kv_gb = resolved.pool_tokens * resolved.kv_bytes_per_gpu_token / 1024**3
+    log(f"Load weight end. type={model.architecture}, dtype=torch.bfloat16, "
+        f"mem usage={weights_gb:.2f} GB.")
+    log(f"KV Cache is allocated. #tokens: {resolved.pool_tokens}, KV size: {kv_gb:.2f} GB")
+    log("Capture decode CUDA graph end. Time elapsed: 0.00 s. mem usage=0.00 GB.")
+    log(f"max_total_num_tokens={resolved.pool_tokens}, chunked_prefill_size={resolved.chunked_prefill_size}, "
+        f"max_prefill_tokens={resolved.max_prefill_tokens}, max_running_requests={resolved.max_running_requests}, "
+        f"context_len={model.max_context}, available_gpu_mem=0.00 GB")
+
+
+def _fail(log: Callable[[str], None], lines: tuple[str, ...] | list[str], code: int = 1) -> int:
+    for line in lines:
+        log(line)
+    return code
+
+
+def _spawn_child() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-S", "-c", _CHILD], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_emulator(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
+    """Run an emulated server until it is stopped; returns the process exit code (2 for bad argv)."""
+    environ = os.environ if environ is None else environ
+    version = environ.get(ENV + "VERSION", DEFAULT_VERSION)
+    try:
+        args = parse_server_argv(argv, version)
+        fault = parse_fault(environ.get(FAULT_ENV))
+    except ArgvError as exc:
+        sys.stderr.write(exc.usage_text() + "\n")
+        return exc.exit_code
+    except (FaultSpecError, LookupError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    log = make_logger(int(args.get("tp_size", 1) or 1))
+    log(f"server_args=ServerArgs(model_path='{args.get('model_path')}', host='{args.host}', port={args.port}, "
+        f"tp_size={args.get('tp_size', 1)}, version='{version}', emulated=True)")
+    if fault is not None and fault.kind == "oom":
+        return _fail(log, OOM_LINES)
+    try:
+        model = resolve_model(str(args.get("model_path")))
+    except (KeyError, ValueError, OSError):
+        return _fail(log, [f"OSError: {args.get('model_path')} is not a local folder and is not a valid model "
+                           "identifier listed on 'https://huggingface.co/models'"])
+    return _serve(args, model, fault, log, environ)
+
+
+def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, log: Callable[[str], None],
+           environ: Mapping[str, str]) -> int:
+    gpus = [g for g in environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if g.strip()]
+    hardware = Hardware(gpu=environ.get(ENV + "GPU", "H100-SXM"), gpus_per_node=max(8, len(gpus)))
+    try:
+        cost = _bind_cost(model, hardware, args, environ.get(ENV + "COST_MODEL", "roofline"))
+        engine = EmulatedEngine(
+            args, model, hardware, cost, time_scale=float(environ.get(ENV + "TIME_SCALE", "1.0")), log=log,
+            acceptance=float(environ.get(ENV + "DRAFT_ACCEPTANCE", DEFAULT_DRAFT_ACCEPTANCE)),
+            pool_tokens=fault.n if fault is not None and fault.kind == "retraction_storm" else None,
+            seed=int(args.get("random_seed") or 0))
+    except ServerStartError as exc:
+        return _fail(log, [f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. ({exc})"])
+    child = _spawn_child()
+    try:
+        return _listen(args, model, engine, fault, log)
+    finally:
+        child.terminate()  # SGLang's kill_process_tree on a normal exit
+
+
+def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: Fault | None,
+            log: Callable[[str], None]) -> int:
+    _startup_lines(args, engine, model, log)
+    if fault is not None and fault.kind == "cuda_graph":
+        return _fail(log, CUDA_GRAPH_LINES)
+    if fault is not None and fault.kind == "hang":
+        log("Init torch distributed begin.")
+        while True:  # stuck in distributed init: only a signal ends it
+            time.sleep(3600)
+    if fault is not None and fault.kind == "port_in_use":
+        return _fail(log, [fault.port_in_use_line(args.host, args.port)])
+    import uvicorn  # imported late: argv errors and early faults must exit without paying for it
+
+    app = EmulatorApp(args, engine, fault=fault, log=log, context_len=model.max_context,
+                      model_type=str(model.architecture), architectures=[model.name])
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    asyncio.run(server.serve())
+    return 0 if server.started else 1

@@ -1,0 +1,67 @@
+"""`--bench sglang`: run SGLang's own `python -m sglang.bench_serving` and read its output file.
+
+Used when the `sglang` package is importable. bench_serving cannot replay a workload's prefix structure, so
+a `workload` bench becomes its `random` dataset with the workload's median lengths (a shared prefix shows up
+only through `--dataset-name generated-shared-prefix`, which the prefix structure maps to when it has a
+system prompt). The last line of the JSONL output file is the round (bench_serving appends).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from service.domain import BenchFigures, BenchSpec, WorkloadProfile
+
+
+def sglang_available() -> bool:
+    """Whether `python -m sglang.bench_serving` can run here."""
+    return importlib.util.find_spec("sglang") is not None
+
+
+def bench_serving_argv(python: str, base_url: str, bench: BenchSpec, workload: WorkloadProfile, output_file: Path,
+                       *, model: str) -> list[str]:
+    """The bench_serving command line for a bench (argv list)."""
+    argv = [python, "-m", "sglang.bench_serving", "--backend", bench.backend, "--base-url", base_url,
+            "--model", model, "--num-prompts", str(bench.num_prompts), "--warmup-requests",
+            str(bench.warmup_requests), "--seed", str(bench.seed), "--output-file", str(output_file)]
+    system = workload.prefix.system_prompt_tokens
+    if bench.dataset == "workload" and system:
+        argv += ["--dataset-name", "generated-shared-prefix", "--gsp-system-prompt-len", str(system),
+                 "--gsp-question-len", str(max(workload.input.median - system, 1)),
+                 "--gsp-output-len", str(workload.output.median)]
+    else:
+        argv += ["--dataset-name", "random",
+                 "--random-input-len", str(bench.random_input_len or workload.input.median),
+                 "--random-output-len", str(bench.random_output_len or workload.output.median),
+                 "--random-range-ratio", str(bench.random_range_ratio)]
+    if bench.max_concurrency:
+        argv += ["--max-concurrency", str(bench.max_concurrency)]
+    if bench.request_rate:
+        argv += ["--request-rate", str(bench.request_rate)]
+    if bench.flush_cache:
+        argv.append("--flush-cache")
+    if not bench.ignore_eos:
+        argv.append("--disable-ignore-eos")
+    return argv
+
+
+def read_bench_output(path: Path) -> BenchFigures:
+    """The figures of the last line of a bench_serving `--output-file` (keys as BenchFigures names them).
+
+    Raises:
+        ValueError: The file holds no result line (bench_serving printed an error instead).
+    """
+    lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not lines:
+        raise ValueError(f"bench_serving wrote no result to {path}")
+    row: dict[str, Any] = json.loads(lines[-1])  # Python's json, as bench_serving writes it (`Infinity` included)
+    fields = set(BenchFigures.__struct_fields__)
+    figures = {key: value for key, value in row.items() if key in fields and value is not None}
+    if "max_itl_ms" not in figures and "p99_itl_ms" in figures:
+        figures["max_itl_ms"] = figures["p99_itl_ms"]  # the file has no max; the printed block does
+    return msgspec.convert(figures, type=BenchFigures, strict=False)

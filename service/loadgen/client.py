@@ -1,0 +1,163 @@
+"""One benchmark request over HTTP, timed exactly as `sglang.bench_serving` times it.
+
+`sglang` backend (`/generate`): TTFT at the first chunk with non-empty `text`; afterwards each chunk's gap is
+split evenly over its new tokens (`completion_tokens` growth), chunks without new tokens are skipped.
+OpenAI backends: TTFT at the first chunk with non-empty text; each later chunk adds one ITL entry; the
+output length comes from `usage.completion_tokens` when the server sends it (`benchmark/serving.py`).
+A stream that ends without `[DONE]`, carries an `error` object or a line that is not JSON fails the request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import httpx
+import msgspec
+
+from service.loadgen.prompts import PromptRequest
+
+Backend = Literal["sglang", "sglang-oai", "sglang-oai-chat"]
+PATHS: dict[str, str] = {"sglang": "/generate", "sglang-oai": "/v1/completions",
+                         "sglang-oai-chat": "/v1/chat/completions"}
+
+
+class RequestOutcome(msgspec.Struct, kw_only=True):
+    """What one request measured (seconds, wall clock)."""
+
+    success: bool = False
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    ttft: float = 0.0
+    latency: float = 0.0
+    itl: list[float] = msgspec.field(default_factory=list)
+    started: float = 0.0
+    error: str = ""
+
+
+def payload(backend: str, request: PromptRequest, model: str, ignore_eos: bool) -> dict[str, Any]:
+    """The request body bench_serving sends for `backend`."""
+    if backend == "sglang":
+        return {"text": request.text, "stream": True,
+                "sampling_params": {"temperature": 0.0, "max_new_tokens": request.output_tokens,
+                                    "ignore_eos": ignore_eos}}
+    body: dict[str, Any] = {"model": model, "temperature": 0.0, "max_tokens": request.output_tokens, "stream": True,
+                            "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
+    if backend == "sglang-oai-chat":
+        body["messages"] = [{"role": "user", "content": request.text}]
+    else:
+        body["prompt"] = request.text
+    return body
+
+
+class _StreamState:
+    """Running measurements of one stream."""
+
+    def __init__(self, outcome: RequestOutcome, start: float) -> None:
+        self.outcome = outcome
+        self.start = start
+        self.previous = start
+        self.last_count = 0
+        self.done = False
+
+    def first_or_gap(self, now: float, new_tokens: int) -> None:
+        """Record the first token, or split the gap since the previous chunk over `new_tokens`."""
+        if self.outcome.ttft == 0.0:
+            self.outcome.ttft = now - self.start
+        elif new_tokens > 0:
+            self.outcome.itl += [(now - self.previous) / new_tokens] * new_tokens
+        self.previous = now
+
+
+def _native_chunk(state: _StreamState, data: dict[str, Any], now: float) -> None:
+    meta = data.get("meta_info") or {}
+    if not data.get("text"):
+        return
+    count = int(meta.get("completion_tokens", state.last_count + 1))
+    new = count - state.last_count
+    if state.outcome.ttft != 0.0 and new <= 0:
+        return
+    state.first_or_gap(now, new)
+    state.last_count = count
+    state.outcome.output_tokens = count
+    state.outcome.prompt_tokens = int(meta.get("prompt_tokens", state.outcome.prompt_tokens))
+    state.outcome.cached_tokens = int(meta.get("cached_tokens", 0) or 0)
+
+
+def _openai_chunk(state: _StreamState, data: dict[str, Any], now: float) -> None:
+    usage = data.get("usage")
+    if usage:
+        state.outcome.output_tokens = int(usage.get("completion_tokens", state.outcome.output_tokens))
+        state.outcome.prompt_tokens = int(usage.get("prompt_tokens", state.outcome.prompt_tokens))
+        details = usage.get("prompt_tokens_details") or {}
+        state.outcome.cached_tokens = int(details.get("cached_tokens", 0) or 0)
+    choices = data.get("choices") or []
+    if not choices:
+        return
+    choice = choices[0]
+    text = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
+    if text:
+        if state.outcome.ttft == 0.0:
+            state.outcome.ttft = now - state.start
+        else:
+            state.outcome.itl.append(now - state.previous)
+        state.previous = now
+        state.last_count += 1
+
+
+def _read_line(state: _StreamState, line: str, backend: str, clock: Callable[[], float]) -> None:
+    line = line.strip()
+    if not line:
+        return
+    if not line.startswith("data:"):
+        raise ValueError(f"unexpected line in the event stream: {line[:80]!r}")
+    body = line[len("data:"):].strip()
+    if body == "[DONE]":
+        state.done = True
+        return
+    try:
+        data = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        raise ValueError(f"malformed JSON in the event stream: {body[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"unexpected event: {body[:80]!r}")
+    if "error" in data:
+        error = data["error"]
+        raise ValueError(f"server error mid-stream: {error.get('message', error) if isinstance(error, dict) else error}")
+    now = clock()
+    (_native_chunk if backend == "sglang" else _openai_chunk)(state, data, now)
+
+
+async def send_request(client: httpx.AsyncClient, base_url: str, backend: str, request: PromptRequest, *,
+                       model: str, ignore_eos: bool = True, on_progress: Callable[[], None] | None = None,
+                       clock: Callable[[], float] = time.perf_counter) -> RequestOutcome:
+    """Send one streamed request; never raises for a server or transport fault (the outcome says why)."""
+    outcome = RequestOutcome(prompt_tokens=request.prompt_tokens)
+    start = outcome.started = clock()
+    state = _StreamState(outcome, start)
+    try:
+        async with client.stream("POST", base_url + PATHS[backend],
+                                 json=payload(backend, request, model, ignore_eos)) as response:
+            if response.status_code != 200:
+                body = (await response.aread()).decode(errors="replace")
+                outcome.error = f"HTTP {response.status_code}: {body[:200]}"
+                return outcome
+            async for line in response.aiter_lines():
+                _read_line(state, line, backend, clock)
+                if on_progress is not None:
+                    on_progress()
+    except (httpx.HTTPError, ValueError) as exc:
+        outcome.error = str(exc) or type(exc).__name__
+        return outcome
+    outcome.latency = clock() - start
+    if not state.done:
+        outcome.error = "the event stream ended before data: [DONE] (truncated)"
+        return outcome
+    if backend != "sglang" and outcome.output_tokens == 0:
+        outcome.output_tokens = request.output_tokens  # bench_serving falls back to the requested length
+    outcome.success = outcome.ttft > 0.0
+    if not outcome.success:
+        outcome.error = "the stream carried no output token"
+    return outcome

@@ -1,0 +1,67 @@
+"""bench_serving's figures from request outcomes (`benchmark/serving.py` calculate_metrics).
+
+`time_scale` converts wall seconds of an emulated run into emulated (GPU) seconds: times are divided by it
+and rates multiplied, so an emulated round reads like the GPU round it stands for. It is 1 on real servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from service.domain import BenchFigures, RequestSamples
+from service.loadgen.client import RequestOutcome
+
+
+def _stats(values: Sequence[float], name: str, scale: float) -> dict[str, float]:
+    """mean / median / p90 / p95 / p99 in milliseconds (np.percentile; empty lists give 0, as bench_serving)."""
+    if not values:
+        return {f"{k}_{name}_ms": 0.0 for k in ("mean", "median", "p90", "p95", "p99")}
+    array = np.asarray(values, dtype=float) * 1000.0 / scale
+    return {f"mean_{name}_ms": float(array.mean()), f"median_{name}_ms": float(np.median(array)),
+            f"p90_{name}_ms": float(np.percentile(array, 90)), f"p95_{name}_ms": float(np.percentile(array, 95)),
+            f"p99_{name}_ms": float(np.percentile(array, 99))}
+
+
+def peak_concurrency(outcomes: Sequence[RequestOutcome]) -> int:
+    """Most requests in flight at once."""
+    events = sorted([(o.started, 1) for o in outcomes] + [(o.started + o.latency, -1) for o in outcomes])
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def bench_figures(outcomes: Sequence[RequestOutcome], duration: float, *, time_scale: float = 1.0,
+                  accept_length: float | None = None) -> BenchFigures:
+    """BenchFigures of the successful requests of one measured phase that took `duration` wall seconds."""
+    done = [o for o in outcomes if o.success]
+    scale = max(time_scale, 1e-9)
+    seconds = max(duration / scale, 1e-9)
+    inputs = sum(o.prompt_tokens for o in done)
+    outputs = sum(o.output_tokens for o in done)
+    itls = [gap for o in done for gap in o.itl]
+    tpots = [(o.latency - o.ttft) / (o.output_tokens - 1) for o in done if o.output_tokens > 1]
+    figures = {
+        **_stats([o.latency for o in done], "e2e_latency", scale), **_stats([o.ttft for o in done], "ttft", scale),
+        **_stats(tpots, "tpot", scale), **_stats(itls, "itl", scale),
+    }
+    return BenchFigures(
+        completed=len(done), duration=seconds, total_input_tokens=inputs, total_output_tokens=outputs,
+        request_throughput=len(done) / seconds, input_throughput=inputs / seconds,
+        output_throughput=outputs / seconds, total_throughput=(inputs + outputs) / seconds,
+        max_itl_ms=max(itls, default=0.0) * 1000.0 / scale,
+        concurrency=sum(o.latency for o in done) / scale / seconds, accept_length=accept_length,
+        max_concurrent_requests=peak_concurrency(done), **figures)
+
+
+def request_samples(outcomes: Sequence[RequestOutcome], *, time_scale: float = 1.0) -> RequestSamples:
+    """Per-request TTFT, end-to-end latency, TPOT (ms) and output lengths of the successful requests."""
+    scale = max(time_scale, 1e-9)
+    done = [o for o in outcomes if o.success]
+    return RequestSamples(
+        ttft_ms=[o.ttft * 1000.0 / scale for o in done], e2e_ms=[o.latency * 1000.0 / scale for o in done],
+        tpot_ms=[(o.latency - o.ttft) * 1000.0 / scale / (o.output_tokens - 1) for o in done if o.output_tokens > 1],
+        output_tokens=[o.output_tokens for o in done])

@@ -1,0 +1,123 @@
+"""The load generator: bench_serving's timing rules, and HTTP faults a real server cannot produce on demand."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import msgspec
+import pytest
+import respx
+
+from service.domain import BenchSpec, DocumentSet, LengthDist, PrefixStructure, WorkloadProfile, resolve_model
+from service.loadgen import PromptRequest, RequestOutcome, bench_figures, build_prompts, send_request
+
+BASE = "http://127.0.0.1:30000"
+REQUEST = PromptRequest(index=0, text="ba be bi", prompt_tokens=3, output_tokens=3)
+
+
+def _native(count: int, finished: bool = False) -> bytes:
+    meta = {"completion_tokens": count, "prompt_tokens": 3, "cached_tokens": 2,
+            "finish_reason": {"type": "length", "length": count} if finished else None}
+    return b"data: " + msgspec.json.encode({"text": "x " * count, "meta_info": meta}) + b"\n\n"
+
+
+def _send(stream: list[bytes], backend: str = "sglang", status: int = 200) -> RequestOutcome:
+    path = {"sglang": "/generate", "sglang-oai": "/v1/completions"}[backend]
+    ticks = iter(range(100))
+
+    async def go() -> RequestOutcome:
+        with respx.mock(assert_all_called=True) as mock:
+            mock.post(BASE + path).mock(return_value=httpx.Response(status, content=b"".join(stream)))
+            async with httpx.AsyncClient() as client:
+                # A fake clock: every reading is one second after the previous one.
+                return await send_request(client, BASE, backend, REQUEST, model="m", clock=lambda: float(next(ticks)))
+
+    return asyncio.run(go())
+
+
+def test_native_stream_splits_each_gap_over_its_new_tokens() -> None:
+    outcome = _send([_native(1), _native(1), _native(3, finished=True), b"data: [DONE]\n\n"])
+    assert outcome.success
+    # Clock reads: start 0, first chunk 1 (TTFT), repeat without new tokens skipped, third chunk 3 -> 2 tokens.
+    assert outcome.ttft == 1.0
+    assert outcome.itl == [1.0, 1.0]
+    assert (outcome.output_tokens, outcome.cached_tokens) == (3, 2)
+
+
+def test_openai_stream_takes_one_gap_per_chunk_and_usage_lengths() -> None:
+    def chunk(text: str) -> bytes:
+        return b"data: " + msgspec.json.encode({"choices": [{"index": 0, "text": text}]}) + b"\n\n"
+
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,' \
+            b'"prompt_tokens_details":{"cached_tokens":1}}}\n\n'
+    outcome = _send([chunk("a"), chunk("b c"), chunk("d"), usage, b"data: [DONE]\n\n"], backend="sglang-oai")
+    assert outcome.success and outcome.ttft == 1.0
+    assert outcome.itl == [1.0, 1.0]
+    assert (outcome.output_tokens, outcome.cached_tokens) == (4, 1)
+
+
+@pytest.mark.parametrize(("stream", "status", "reason"), [
+    ([_native(1), _native(2)], 200, "truncated"),
+    ([_native(1), b'data: {"error":{"message":"Internal server error"}}\n\n', b"data: [DONE]\n\n"], 200,
+     "server error mid-stream: Internal server error"),
+    ([_native(1), b"data: {\"text\": \"x\", \"meta_info\": \n\n"], 200, "malformed JSON"),
+    ([b"Internal Server Error"], 500, "HTTP 500"),
+])
+def test_http_faults_fail_the_request_with_the_reason(stream: list[bytes], status: int, reason: str) -> None:
+    outcome = _send(stream, status=status)
+    assert not outcome.success
+    assert reason in outcome.error
+
+
+def test_a_connection_cut_mid_stream_fails_the_request() -> None:
+    async def go() -> RequestOutcome:
+        async def body():  # type: ignore[no-untyped-def]
+            yield _native(1)
+            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+
+        with respx.mock() as mock:
+            mock.post(BASE + "/generate").mock(return_value=httpx.Response(200, stream=_AsyncStream(body())))
+            async with httpx.AsyncClient() as client:
+                return await send_request(client, BASE, "sglang", REQUEST, model="m")
+
+    outcome = asyncio.run(go())
+    assert not outcome.success and "peer closed connection" in outcome.error
+
+
+class _AsyncStream(httpx.AsyncByteStream):
+    def __init__(self, chunks) -> None:  # type: ignore[no-untyped-def]
+        self.chunks = chunks
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        async for chunk in self.chunks:
+            yield chunk
+
+
+def test_figures_follow_bench_serving_and_the_time_scale() -> None:
+    outcomes = [RequestOutcome(success=True, prompt_tokens=100, output_tokens=11, ttft=0.1, latency=1.1,
+                               itl=[0.1] * 10, started=0.0),
+                RequestOutcome(success=True, prompt_tokens=100, output_tokens=11, ttft=0.3, latency=1.3,
+                               itl=[0.1] * 10, started=0.5),
+                RequestOutcome(success=False, error="HTTP 500")]
+    figures = bench_figures(outcomes, duration=2.0, time_scale=0.5)
+    assert figures.completed == 2
+    assert figures.duration == pytest.approx(4.0)  # emulated seconds: wall / time scale
+    assert figures.median_ttft_ms == pytest.approx(400.0)
+    assert figures.mean_tpot_ms == pytest.approx(200.0)  # (latency - ttft) / (output - 1), scaled
+    assert figures.output_throughput == pytest.approx(22 / 4.0)
+    assert figures.concurrency == pytest.approx((2.2 + 2.6) / 4.0)
+    assert figures.max_concurrent_requests == 2
+
+
+def test_prompts_share_text_exactly_where_the_layout_shares_blocks() -> None:
+    workload = WorkloadProfile(input=LengthDist(median=300, kind="fixed"), output=LengthDist(median=8, kind="fixed"),
+                               prefix=PrefixStructure(system_prompt_tokens=50,
+                                                      documents=DocumentSet(count=2, tokens=100)))
+    warm, measured = build_prompts(workload, BenchSpec(num_prompts=20, warmup_requests=2),
+                                   resolve_model("Qwen/Qwen3.6-27B"), seed=1)
+    assert len(warm) == 2 and len(measured) == 20
+    assert all(len(p.text.split()) == p.prompt_tokens == 300 for p in measured)
+    heads = {" ".join(p.text.split()[:150]) for p in measured}
+    assert len(heads) == 2  # one shared head per document
+    assert len({p.text for p in measured}) == 20  # every question is its own
