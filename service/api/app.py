@@ -1,16 +1,43 @@
-"""Litestar app factory."""
+"""Litestar app factory: `create_app(settings)` builds the service; the init plugin wires it."""
 
 from __future__ import annotations
 
-from litestar import Litestar, get
+from litestar import Litestar
+
+from service.api.plugin import TunerPlugin
+from service.api.runtime import ServiceRuntime, ServiceSettings, check_dev_mode
+from service.plugin_host import PluginHost
+from service.scheduler import ScheduleRunner
+from service.store import Store, open_store
+from service.workers.bell import EventBell
+from service.workers.engine_executor import EngineExecutor
+from service.workers.executor import JobExecutor
+from service.workers.metrics import ServiceMetrics
+from service.workers.pool import JobWorkers
 
 
-@get("/healthz", operation_id="healthz", sync_to_thread=False)
-def healthz() -> dict[str, str]:
-    """Liveness: the process answers."""
-    return {"status": "ok"}
+def create_app(settings: ServiceSettings | None = None, *, plugins: PluginHost | None = None,
+               executor: JobExecutor | None = None, store: Store | None = None) -> Litestar:
+    """Build the service's ASGI app.
 
+    Args:
+        settings: how to run; defaults to the SQLite file in the working directory, API keys required.
+        plugins: the plugin host; defaults to every installed `sglang_tuner` plugin.
+        executor: runs tuning jobs; defaults to the tuning engine.
+        store: the persistence; defaults to `open_store(settings.db_url)`.
 
-def create_app() -> Litestar:
-    """Build the service's ASGI app."""
-    return Litestar(route_handlers=[healthz])
+    Raises:
+        DevModeRefusedError: `settings.dev` on a non-loopback host.
+    """
+    settings = settings or ServiceSettings()
+    check_dev_mode(settings)
+    store = store or open_store(settings.db_url)
+    plugins = plugins or PluginHost()
+    metrics, bell = ServiceMetrics(), EventBell()
+    workers = JobWorkers(store, executor or EngineExecutor(plugins), settings=settings.workers,
+                         metrics=metrics, bell=bell)
+    runtime = ServiceRuntime(settings=settings, store=store, plugins=plugins, workers=workers, metrics=metrics,
+                             bell=bell)
+    runtime.scheduler = ScheduleRunner(store, plugins, workers=workers, metrics=metrics, owner=workers.owner)
+    # The body limit is a constructor argument: Litestar reads it before init plugins run.
+    return Litestar(plugins=[TunerPlugin(runtime)], request_max_body_size=settings.max_body_bytes)

@@ -2,26 +2,62 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 import uvicorn
+from sqlalchemy.engine import make_url
 
+from service.api.app import create_app
+from service.api.runtime import DevModeRefusedError, ServiceSettings, check_dev_mode
 from service.logs import get_logger
+from service.store import DEFAULT_DB_URL
+from service.workers.pool import WorkerSettings
 
 log = get_logger(__name__)
+
+DB_ENV = "SGLANG_TUNER_DB"
 
 
 def register(main: click.Group) -> None:
     main.add_command(serve_command)
 
 
+def db_option(function: click.decorators.FC) -> click.decorators.FC:
+    """`--db URL`, shared by the commands that open the service's database."""
+    return click.option(
+        "--db", "db_url", envvar=DB_ENV, default=DEFAULT_DB_URL, show_default=True,
+        help=f"Database: a SQLite file path or URL, or postgresql://user@host/db (env {DB_ENV}).")(function)
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="Port to bind.")
-@click.option("--dev", is_flag=True, help="Development mode: allows unauthenticated writes on loopback only.")
-def serve_command(host: str, port: int, dev: bool) -> None:
-    """Run the sglang-tuner service."""
-    from service.api.app import create_app
-
+@db_option
+@click.option("--dev", is_flag=True, help="Development mode: requests from loopback need no API key (loopback only).")
+@click.option("--workers", "slots", default=4, show_default=True, type=click.IntRange(1, 256),
+              help="Jobs this instance runs at once.")
+@click.option("--lease-seconds", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="A job whose worker misses heartbeats this long is requeued by the next instance.")
+def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, lease_seconds: float) -> None:
+    """Run the sglang-tuner service (jobs, schedules, reports) over HTTP."""
+    workers = WorkerSettings(slots=slots, lease_seconds=lease_seconds, heartbeat_seconds=max(lease_seconds / 3, 0.2),
+                             reap_every_seconds=max(lease_seconds / 2, 1.0))
+    settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers)
+    try:
+        check_dev_mode(settings)
+    except DevModeRefusedError as exc:
+        raise click.UsageError(str(exc)) from exc
     if dev:
-        log.warning("dev_mode", detail="development mode: unauthenticated writes are allowed", host=host)
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+        click.secho(f"WARNING: development mode: unauthenticated requests from loopback are allowed on {host}:{port}",
+                    fg="yellow", bold=True, err=True)
+    log.info("serving", url=f"http://{host}:{port}", db=_safe(db_url), pid=os.getpid())
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", lifespan="on")
+
+
+def _safe(url: str) -> str:
+    # Never log a database password.
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a plain file path is not a URL
+        return url

@@ -1,0 +1,132 @@
+"""Jobs: create (idempotent), list with filters and cursor pagination, get, cancel, rounds, report."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Request, Response, Router, get, post
+from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParameter
+
+from service.api.auth import SECURITY, key_id_of
+from service.api.problems import Problem, not_found, problem_responses
+from service.api.report import build_report, render_html, render_markdown
+from service.api.routes.deps import Runtime
+from service.api.wire import JobCreate, JobList, JobView, RoundView, job_view, round_view
+from service.domain import JobState
+from service.store import JobRecord
+from service.workers.requests import JobRequestError, new_job
+
+_READ, _WRITE = {"scope": "read"}, {"scope": "write"}
+_JOB_HINT = "GET /v1/jobs lists the jobs this service knows"
+JobId = Annotated[str, PathParameter(description="Job id, as returned by POST /v1/jobs.", max_length=64)]
+
+
+async def _job_or_404(runtime: Runtime, job_id: str) -> JobRecord:
+    job = await runtime.store.get_job(job_id)
+    if job is None:
+        raise not_found("job", job_id, _JOB_HINT)
+    return job
+
+
+async def _view(runtime: Runtime, job: JobRecord) -> JobView:
+    return job_view(job, await runtime.store.queue_position(job))
+
+
+@post("/", operation_id="createJob", opt=_WRITE, security=SECURITY,
+      responses=problem_responses(400, 401, 403, 413, 422))
+async def create_job(
+    data: JSONBody[JobCreate],
+    runtime: Runtime,
+    request: Request[Any, Any, Any],
+    idempotency_key: Annotated[str | None, HeaderParameter(
+        name="Idempotency-Key", required=False, min_length=1, max_length=200,
+        description="Retrying with the same key and body returns the same job instead of a second one.")] = None,
+) -> Response[JobView]:
+    """Queue a tuning job; 201 for a new job, 200 when an Idempotency-Key replay returns the existing one."""
+    try:
+        new = new_job(data, runtime.plugins, created_by=key_id_of(request), idempotency_key=idempotency_key)
+    except JobRequestError as exc:
+        raise Problem(422, "invalid-job", "Invalid job request", exc.detail, field=exc.field, hint=exc.hint) from exc
+    job, created = await runtime.store.create_job(new)
+    if created:
+        runtime.workers.wake()
+        runtime.bell.ring()
+    return Response(await _view(runtime, job), status_code=201 if created else 200,
+                    headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@get("/", operation_id="listJobs", opt=_READ, security=SECURITY, responses=problem_responses(400, 401, 403, 422))
+async def list_jobs(
+    runtime: Runtime,
+    job_state: Annotated[JobState | None, QueryParameter(name="state")] = None,
+    playbook: Annotated[str | None, QueryParameter(max_length=200)] = None,
+    runner: Annotated[str | None, QueryParameter(max_length=200)] = None,
+    schedule_id: Annotated[str | None, QueryParameter(max_length=64)] = None,
+    limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, QueryParameter(max_length=400, description="`next_cursor` of the previous page.")] = None,
+) -> JobList:
+    """Jobs newest first, filtered by state, playbook, runner or schedule."""
+    page = await runtime.store.list_jobs(state=job_state, playbook=playbook, runner=runner, schedule_id=schedule_id,
+                                         limit=limit, cursor=cursor)
+    return JobList(items=[await _view(runtime, job) for job in page.items], next_cursor=page.next_cursor)
+
+
+@get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY, responses=problem_responses(401, 403, 404))
+async def get_job(job_id: JobId, runtime: Runtime) -> JobView:
+    """One job, with its queue position while it waits for its runner resource."""
+    return await _view(runtime, await _job_or_404(runtime, job_id))
+
+
+@post("/{job_id:str}/cancel", operation_id="cancelJob", opt=_WRITE, security=SECURITY, status_code=202,
+      responses=problem_responses(401, 403, 404, 409))
+async def cancel_job(job_id: JobId, runtime: Runtime) -> JobView:
+    """Cancel a job: a queued job at once; a running one stops its round and keeps the last accepted deployment."""
+    job = await runtime.store.request_cancel(job_id)
+    if job is None:
+        raise not_found("job", job_id, _JOB_HINT)
+    if job.state.is_terminal() and job.state != JobState.CANCELLED:
+        raise Problem(409, "job-finished", "Job already finished", f"job {job_id} is {job.state.value}",
+                      field="job_id", hint="only queued or running jobs can be cancelled")
+    await runtime.workers.request_cancel(job_id)
+    runtime.bell.ring()
+    return await _view(runtime, job)
+
+
+@get("/{job_id:str}/rounds", operation_id="listJobRounds", opt=_READ, security=SECURITY,
+     responses=problem_responses(401, 403, 404))
+async def list_rounds(job_id: JobId, runtime: Runtime) -> list[RoundView]:
+    """Every round of a job in order: committed, failed and interrupted ones, each with its decision."""
+    await _job_or_404(runtime, job_id)
+    return [round_view(r) for r in await runtime.store.list_rounds(job_id)]
+
+
+@get("/{job_id:str}/report", operation_id="getJobReport", opt=_READ, security=SECURITY,
+     responses=problem_responses(401, 403, 404, 422))
+async def get_report(
+    job_id: JobId, runtime: Runtime, request: Request[Any, Any, Any],
+    format: Annotated[str | None, QueryParameter(  # noqa: A002 - the query parameter is called `format`
+        pattern="^(json|markdown|html)$", description="json, markdown or html; else the Accept header decides.")] = None,
+) -> Response[Any]:
+    """The job's report: a cumulative table of rounds and decisions (JSON, Markdown, or HTML with charts)."""
+    job = await _job_or_404(runtime, job_id)
+    report = build_report(job, await runtime.store.list_rounds(job_id))
+    wanted = format or _format_from_accept(request.headers.get("accept", ""))
+    if wanted == "markdown":
+        return Response(render_markdown(report), media_type="text/markdown; charset=utf-8")
+    if wanted == "html":
+        return Response(render_html(report), media_type="text/html; charset=utf-8")
+    return Response(report)
+
+
+def _format_from_accept(accept: str) -> str:
+    if "text/html" in accept:
+        return "html"
+    if "text/markdown" in accept:
+        return "markdown"
+    return "json"
+
+
+def jobs_router(extra: list[Any]) -> Router:
+    """The /v1/jobs router; `extra` adds handlers that live in other modules (events)."""
+    return Router(path="/v1/jobs", route_handlers=[create_job, list_jobs, get_job, cancel_job, list_rounds,
+                                                   get_report, *extra], tags=["jobs"])

@@ -1,0 +1,150 @@
+"""Wire types: what clients send and receive (msgspec Structs; OpenAPI is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+
+from service.domain import Decision, JobState, Round, RoundState
+from service.store import CatchUp, FireRecord, JobRecord, ScheduleRecord
+from service.workers.requests import JobRequest
+
+JobCreate = JobRequest
+
+
+class JobView(msgspec.Struct, kw_only=True):
+    """A job as clients see it, with its place in the queue while it waits."""
+
+    id: str
+    kind: str
+    playbook: str
+    runner: str
+    state: JobState
+    resource: str | None
+    queue_position: int | None
+    attempt: int
+    cancel_requested: bool
+    schedule_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    stop_reason: str | None
+    links: dict[str, str]
+
+
+class JobList(msgspec.Struct, kw_only=True):
+    """A page of jobs, newest first; pass `next_cursor` as `cursor` for the next page."""
+
+    items: list[JobView]
+    next_cursor: str | None
+
+
+class RoundView(msgspec.Struct, kw_only=True):
+    """One benchmark round: what it tried, what it measured, what the policy decided.
+
+    `delta` and `results` carry the engine's ConfigDelta and RoundResult records as JSON objects.
+    """
+
+    index: int
+    technique: str
+    state: RoundState
+    summary: str
+    retry_of: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    decision: Decision | None
+    delta: dict[str, Any] | None
+    results: list[dict[str, Any]]
+
+
+def round_view(round_: Round) -> RoundView:
+    return RoundView(
+        index=round_.index, technique=round_.technique, state=round_.state,
+        summary=round_.delta.summary if round_.delta else "", retry_of=round_.retry_of,
+        started_at=round_.started_at, finished_at=round_.finished_at, decision=round_.decision,
+        delta=msgspec.to_builtins(round_.delta) if round_.delta else None,
+        results=[msgspec.to_builtins(result) for result in round_.results])
+
+
+class ComponentView(msgspec.Struct, kw_only=True):
+    """A registered technique, runner, policy or playbook, and the plugin that provides it."""
+
+    name: str
+    plugin: str
+    version: str
+    description: str = ""
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ScheduleCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A cron schedule that starts a tuning job (same body as POST /v1/jobs) at each fire."""
+
+    name: str
+    cron: str
+    job: JobCreate
+    timezone: str = "UTC"
+    enabled: bool = True
+    misfire_grace_seconds: int = 300
+    catch_up: CatchUp = CatchUp.RUN_ONCE
+
+
+class ScheduleView(msgspec.Struct, kw_only=True):
+    """A stored schedule and when it fires next."""
+
+    id: str
+    name: str
+    cron: str
+    timezone: str
+    job: dict[str, Any]
+    enabled: bool
+    misfire_grace_seconds: int
+    catch_up: CatchUp
+    created_at: datetime
+    last_fire_at: datetime | None
+    next_fire_at: datetime | None
+
+
+class FireView(msgspec.Struct, kw_only=True):
+    """One fire of a schedule: started a job, coalesced into another fire, or recorded as missed."""
+
+    fire_at: datetime
+    outcome: str
+    job_id: str | None
+    instance: str
+
+
+class Health(msgspec.Struct, kw_only=True):
+    """Liveness or readiness, with the checks behind it."""
+
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, bool] = msgspec.field(default_factory=dict)
+
+
+def at(epoch: float | None) -> datetime | None:
+    """A stored epoch time as an aware UTC datetime."""
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def job_view(job: JobRecord, queue_position: int | None) -> JobView:
+    base = f"/v1/jobs/{job.id}"
+    return JobView(
+        id=job.id, kind=job.kind, playbook=job.playbook, runner=job.runner, state=job.state, resource=job.resource,
+        queue_position=queue_position, attempt=job.attempt, cancel_requested=job.cancel_requested,
+        schedule_id=job.schedule_id, created_at=at(job.created_at) or datetime.now(UTC), started_at=at(job.started_at),
+        finished_at=at(job.finished_at), stop_reason=job.stop_reason,
+        links={"self": base, "rounds": f"{base}/rounds", "report": f"{base}/report", "events": f"{base}/events"})
+
+
+def schedule_view(schedule: ScheduleRecord, next_fire_at: datetime | None) -> ScheduleView:
+    return ScheduleView(
+        id=schedule.id, name=schedule.name, cron=schedule.cron, timezone=schedule.timezone, job=schedule.job_request,
+        enabled=schedule.enabled, misfire_grace_seconds=schedule.misfire_grace_seconds, catch_up=schedule.catch_up,
+        created_at=at(schedule.created_at) or datetime.now(UTC), last_fire_at=at(schedule.last_fire_at),
+        next_fire_at=next_fire_at)
+
+
+def fire_view(fire: FireRecord) -> FireView:
+    return FireView(fire_at=at(fire.fire_at) or datetime.now(UTC), outcome=fire.outcome.value, job_id=fire.job_id,
+                    instance=fire.instance)

@@ -1,0 +1,129 @@
+"""The service over real HTTP: `sglang-tuner serve` in a subprocess, the real engine, SSE, kill -9 and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CLI = str(Path(sys.executable).parent / "sglang-tuner")
+JOB = {"playbook": "coding-assistant"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Service:
+    """One `sglang-tuner serve` process on a loopback port."""
+
+    def __init__(self, db: Path, port: int) -> None:
+        self.db, self.port = db, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "SGLANG_TUNER_DB": str(self.db)}
+        self.process = subprocess.Popen([CLI, "serve", "--port", str(self.port), "--lease-seconds", "2"], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("the service did not become ready")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    running = Service(tmp_path / "tuner.db", _free_port())
+    yield running
+    running.stop()
+
+
+def _token(db: Path, scope: str) -> str:
+    made = subprocess.run([CLI, "keys", "create", "--name", "e2e", "--scope", scope, "--db", str(db)],
+                          capture_output=True, text=True, check=True)
+    return made.stdout.strip().splitlines()[0]
+
+
+def _wait(client: httpx.Client, path: str, done: callable, timeout: float = 60.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(path).json()
+        if done(body):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never reached the expected state: {body}")
+
+
+def test_job_over_http_with_sse_to_completion_and_report(service: Service) -> None:
+    token = _token(service.db, "write")
+    service.start()
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        job = client.post("/v1/jobs", json=JOB).json()
+        events = []
+        with client.stream("GET", f"/v1/jobs/{job['id']}/events") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    events.append(line.removeprefix("event: "))
+        assert events[0] == "job_queued" and events[-1] == "job_finished"
+        assert {"round_started", "round_finished", "decision"} <= set(events)
+        report = client.get(f"/v1/jobs/{job['id']}/report").json()
+        assert report["state"] == "succeeded" and report["rounds"][0]["technique"] == "baseline"
+        assert report["final"]["final"]["launch_commands"]
+        page = client.get(f"/v1/jobs/{job['id']}/report", params={"format": "html"})
+        assert "<svg" in page.text
+
+
+def test_kill_9_mid_round_then_restart_resumes_without_losing_or_duplicating_rounds(service: Service) -> None:
+    token = _token(service.db, "write")
+    service.start()
+    client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    job = client.post("/v1/jobs", json=JOB).json()
+    rounds_path = f"/v1/jobs/{job['id']}/rounds"
+    before = _wait(client, rounds_path, lambda rs: len(rs) >= 3 and rs[-1]["state"] == "running")
+    service.kill()
+    committed = {r["index"]: r for r in before if r["state"] == "finished"}
+
+    service.start()
+    done = _wait(client, f"/v1/jobs/{job['id']}", lambda j: j["state"] in {"succeeded", "failed"})
+    assert done["state"] == "succeeded" and done["attempt"] == 2
+    after = client.get(rounds_path).json()
+    assert [r["index"] for r in after] == list(range(len(after)))  # none duplicated, none missing
+    for index, kept in committed.items():
+        assert json.dumps(after[index], sort_keys=True) == json.dumps(kept, sort_keys=True)
+    # The round running at the kill (and any started with it) is recorded, then re-run as a new round.
+    interrupted = [r["index"] for r in after if r["state"] == "interrupted"]
+    assert before[-1]["index"] in interrupted and not set(interrupted) & set(committed)
+    retried = sorted(r["retry_of"] for r in after if r["retry_of"] is not None)
+    assert retried == sorted(interrupted)
+    client.close()
