@@ -32,6 +32,7 @@ from service.loadgen import (
     run_load,
     sglang_available,
 )
+from service.logs import get_logger
 from service.playbooks import load_playbook, load_playbook_dir
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
@@ -48,6 +49,7 @@ __all__ = [
     "StepCostModel",
     "Technique",
     "TuningContext",
+    "get_logger",
     "hookimpl",
     "simulate_round",
     "LoadAborted",

@@ -20,9 +20,12 @@ from service import (
     RunnerSettings,
     Scenario,
     ValidationIssue,
+    get_logger,
     render_scenario,
     validate_argv,
 )
+
+log = get_logger(__name__)
 
 EMULATOR_ENV = "SGLANG_TUNER_EMULATOR_"
 
@@ -44,7 +47,14 @@ def engine_of(settings: RunnerSettings) -> str:
     """`sglang` or `emulator`: the settings' choice, `auto` meaning sglang when it is importable."""
     if settings.engine != "auto":
         return settings.engine
-    return "sglang" if importlib.util.find_spec("sglang") is not None else "emulator"
+    if importlib.util.find_spec("sglang") is not None:
+        return "sglang"
+    # Loud on purpose: on a GPU host this usually means sglang is missing from the environment, and every
+    # figure of the round will be emulated (its provenance says so) rather than measured.
+    log.warning("engine_auto_fell_back_to_emulator",
+                detail="sglang is not importable: the local runner launches the emulator; set engine = "
+                       "'sglang' to fail instead, or 'emulator' to silence this")
+    return "emulator"
 
 
 def _head(settings: RunnerSettings, engine: str) -> list[str]:
