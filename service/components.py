@@ -55,6 +55,10 @@ class Technique(ABC):
     description: ClassVar[str] = ""
     conflicts: ClassVar[tuple[str, ...]] = ()
     prerequisites: ClassVar[tuple[str, ...]] = ()
+    # False: the candidates of one `propose` call are alternatives, each judged against the same baseline,
+    # and the best kept one wins. True: they are successive steps; the engine runs the first untried one,
+    # judges it against the last accepted step, and asks again.
+    stepwise: ClassVar[bool] = False
 
     @abstractmethod
     def applicable(self, ctx: TuningContext) -> Applicability:
@@ -151,6 +155,12 @@ class StepCostModel(ABC):
         """Share of a decode step spent in MoE expert layers (0 for dense), so EP imbalance can scale it."""
         return 0.0
 
+    def includes_expert_skew(self) -> bool:
+        """Whether expert-parallel step times already carry a skewed expert load (kernels measured under
+        skewed routing with a static placement), so a simulator scales them by EPLB's balance relative to
+        that placement instead of applying the imbalance on top."""
+        return False
+
     def bound_tokens_per_second(self) -> float:
         """An upper bound on generated tokens per second of this server instance (infinite when unknown)."""
         return float("inf")
@@ -181,8 +191,9 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     `techniques` run in the listed order, or by the casebook's tuning order when `order = "casebook"` (an
     empty list means every registered technique). `scenario` is a scenario file relative to the playbook.
     Budget: `max_rounds` candidate rounds and `max_gpu_minutes`. `repeats` runs each round with that many
-    seeds. Techniques in `require_quality_for` are accepted only with a passing result in the scenario's
-    (or this playbook's) `quality` list; `options` holds per-technique settings; `source` is set by the loader.
+    seeds; `bench` overrides the scenario's bench settings for every round. Techniques in
+    `require_quality_for` are accepted only with a passing result in the scenario's (or this playbook's)
+    `quality` list; `options` holds per-technique settings; `source` is set by the loader.
     """
 
     name: str
@@ -200,6 +211,8 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     quality_tolerance: float = 0.02
     options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     source: str = ""
+    # BenchSpec fields every round of this playbook runs with (e.g. a smaller `num_prompts` per repeat).
+    bench: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 __all__ = [

@@ -17,6 +17,8 @@ class BatchParameters(Technique):
 
     name: ClassVar[str] = "batch_parameters"
     rank: ClassVar[int] = 6
+    # Successive steps, each judged against the last accepted one: 0.96 against 0.94, 1024 clients against 512.
+    stepwise: ClassVar[bool] = True
     description: ClassVar[str] = ("Without a latency SLO, fill the batch (case 3: +33%), probe the KV limit "
                                   "(0.96 preempts and is rolled back) and match client concurrency to the server.")
 

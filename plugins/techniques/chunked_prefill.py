@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from plugins.techniques._rules import has_latency_slo, main_server
-from service import Applicability, ConfigDelta, Technique, TuningContext
+from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext
 
-SMALLEST_CHUNK = 1024
+# Casebook case 1 tries 4096, then 2048, and stops: nothing smaller is proposed unless a playbook lists it.
+SMALLEST_CHUNK = 2048
 
 
 def start_size(ctx: TuningContext) -> int:
@@ -40,17 +41,34 @@ class ChunkedPrefill(Technique):
                                    "of throughput for a large cut in tail latency (casebook case 1).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        """The first size, alone and with mixed chunk as alternatives; then the next smaller size, alone."""
         sizes = [int(s) for s in ctx.options.get("sizes", [])] or _halvings(start_size(ctx))
-        current = main_server(ctx.scenario).chunked_prefill_size
+        server = main_server(ctx.scenario)
+        current = server.chunked_prefill_size
         if current is None or current <= 0 or current > sizes[0]:
-            nxt = sizes[0]
-        else:
-            smaller = [s for s in sizes if s < current]
-            if not smaller:
-                return []
-            nxt = smaller[0]
-        return [ConfigDelta(technique=self.name, summary=f"chunked prefill {nxt}",
-                            set_server={"chunked_prefill_size": nxt}, roles=["unified", "prefill"])]
+            first = _chunk(self.name, sizes[0], mixed=False)
+            if server.enable_mixed_chunk or server.speculative_algorithm is not None:
+                return [first]
+            return [first, _chunk(self.name, sizes[0], mixed=True)]
+        smaller = [s for s in sizes if s < current]
+        # A later, smaller step is judged against the accepted previous one: diminishing returns roll it back.
+        return [_chunk(self.name, smaller[0], mixed=False)] if smaller else []
+
+
+def _chunk(technique: str, size: int, *, mixed: bool) -> ConfigDelta:
+    """`--chunked-prefill-size`, with `--enable-mixed-chunk` when `mixed`.
+
+    SGLang 0.5.23 (`srt/managers/scheduler.py` get_next_batch_to_run) runs a step as a prefill or a decode:
+    without mixed chunk, running decodes wait through every chunk of a long prompt, so chunking alone does
+    not remove max-ITL stalls. Mixed chunk carries the decode batch in the same forward pass as the chunk.
+    SGLang turns mixed chunk off under speculative decoding, so it is not proposed then.
+    """
+    changes: dict[str, FlagValue | None] = {"chunked_prefill_size": size}
+    summary = f"chunked prefill {size}"
+    if mixed:
+        changes["enable_mixed_chunk"] = True
+        summary += " + mixed chunk"
+    return ConfigDelta(technique=technique, summary=summary, set_server=changes, roles=["unified", "prefill"])
 
 
 def _halvings(start: int) -> list[int]:

@@ -42,8 +42,12 @@ def ep_instance_gpus(ctx: TuningContext) -> int:
 
 
 def ep_server(server: ServerConfig, gpus: int) -> ServerConfig:
-    """One EP domain over `gpus`: TP = EP = `gpus`, attention data-parallel in groups of 4 GPUs."""
-    return msgspec.structs.replace(server, tp_size=gpus, ep_size=gpus,
+    """One EP domain over `gpus`: TP = EP = `gpus`, attention data-parallel in groups of 4 GPUs.
+
+    The casebook's `--enable-ep-moe` is gone from SGLang 0.5.9 on; its replacement is `--ep-size` with an
+    all-to-all backend (`service/sglang/replacements.py`), DeepEP for an EP domain spanning nodes.
+    """
+    return msgspec.structs.replace(server, tp_size=gpus, ep_size=gpus, moe_a2a_backend="deepep",
                                    attention_dp_size=max(1, gpus // GPUS_PER_DP_GROUP))
 
 
@@ -99,7 +103,7 @@ def pd_deployment(scenario: Scenario, prefill_nodes: int) -> Deployment:
     if hw.interconnect.lower().startswith("ib"):
         transfer["disaggregation_ib_device"] = "mlx5_0"
     prefill = msgspec.structs.replace(
-        base, tp_size=hw.gpus_per_node, ep_size=1, attention_dp_size=1, enable_eplb=False, eplb_algorithm=None,
+        base, tp_size=hw.gpus_per_node, ep_size=1, moe_a2a_backend=None, attention_dp_size=1, enable_eplb=False, eplb_algorithm=None,
         eplb_rebalance_num_iterations=None, ep_num_redundant_experts=None, chunked_prefill_size=16384,
         mem_fraction_static=0.85, max_running_requests=None, **transfer)
     decode = msgspec.structs.replace(
@@ -112,6 +116,11 @@ def pd_deployment(scenario: Scenario, prefill_nodes: int) -> Deployment:
                     base_port=scenario.deployment.groups[0].base_port, server=prefill),
         WorkerGroup(name="decode", role="decode", replicas=1, base_port=scenario.deployment.groups[0].base_port,
                     server=decode)])
+
+
+def first_prefill_nodes(nodes: int) -> int:
+    """A third of the nodes for prefill: case 5 starts at 5 of 16 for a 3,000:800 input:output ratio."""
+    return max(1, nodes // 3)
 
 
 class PdDisaggregation(Technique):
@@ -135,12 +144,21 @@ class PdDisaggregation(Technique):
                                    "disaggregation: each pool gets its opposite optimum (case 5 round 3).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        """The first split; from it the casebook's sweep as alternatives; from a better split, its neighbours.
+
+        Casebook case 5 round 4 tabulates 6/10, 7/9 and 8/8 against 5/11 and keeps the best that holds the
+        ITL SLO (8/8 breaks it). Each split is judged against the same accepted split; a winner's untried
+        neighbours follow while a shift keeps paying.
+        """
         nodes = ctx.scenario.hardware.nodes
+        first = first_prefill_nodes(nodes)
         if not ctx.scenario.deployment.is_pd:
-            first = max(1, nodes // 3)  # case 5 starts at 5 of 16 nodes for a 3,000:800 input:output ratio
             return [self._split(ctx, first)]
         prefill = next(g.replicas for g in ctx.scenario.deployment.groups if g.role == "prefill")
-        steps = [prefill + 1, prefill - 1]
+        if prefill == first:
+            steps = [prefill + 1, prefill + 2, prefill + 3, prefill - 1]
+        else:
+            steps = [prefill + 1, prefill - 1]
         return [self._split(ctx, p) for p in steps if 1 <= p < nodes]
 
     def _split(self, ctx: TuningContext, prefill_nodes: int) -> ConfigDelta:

@@ -1,7 +1,9 @@
-"""The tuning loop: for each playbook step, propose a candidate, run a round, decide, keep or roll back.
+"""The tuning loop: for each playbook step, propose candidates, run their rounds, decide, keep or roll back.
 
-Every candidate is judged against the last accepted deployment (the baseline). A kept candidate becomes
-the new baseline without re-measurement; a rolled-back one leaves the baseline as it was. The loop stops
+Every candidate is judged against the last accepted deployment (the baseline). The candidates of one
+proposal are alternatives, each judged against that same baseline, and the best one the policy keeps
+becomes the new baseline without re-measurement (`service.engine.alternatives`); a stepwise technique's
+candidates run one at a time instead, each against the last accepted step. The loop stops
 when the SLO and the objective are met, the budget is spent, nothing applicable remains, or measurement
 keeps failing (4 consecutive errors pause the job).
 """
@@ -31,11 +33,12 @@ from service.domain import (
     Verdict,
     resolve_model,
 )
+from service.engine.alternatives import Trial, pick_winner, superseded
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.events import EventCallback, EventSink, JobEvent
 from service.engine.launch import render_launch
-from service.engine.measure import measure
+from service.engine.measure import mean_result, measure
 from service.engine.outcome import SkippedStep, TuningOutcome, objective_met
 from service.engine.quality import check_quality, gate_required
 from service.engine.slo import policy_slo_checks
@@ -78,7 +81,7 @@ class TuningEngine:
         self.playbook = playbook
         self.seed = seed
         self.repeats = max(1, repeats if repeats is not None else playbook.repeats)
-        scenario = _with_playbook_quality(scenario, playbook)
+        scenario = _with_playbook_bench(_with_playbook_quality(scenario, playbook), playbook)
         self.initial = scenario
         self.job = Job(id=job_id or uuid.uuid4().hex[:12], playbook=playbook.name, runner=parts.runner.name,
                        scenario=scenario)
@@ -148,8 +151,9 @@ class TuningEngine:
                 if ran == 0:
                     self._skip(name, "applicable, but every candidate it proposes was already tried")
                 return
-            await self._try(candidates[0])
-            ran += 1
+            group = candidates[:1] if technique.stepwise else candidates
+            await self._try_group(group)
+            ran += len(group)
 
     def _blocked(self, technique: Technique) -> str | None:
         clash = [c for c in technique.conflicts if c in self.state.kept]
@@ -164,7 +168,28 @@ class TuningEngine:
         self.state.skipped.append(SkippedStep(technique=name, reason=reason))
         self._emit("step_skipped", technique=name, message=reason)
 
-    async def _try(self, delta: ConfigDelta) -> None:
+    async def _try_group(self, deltas: list[ConfigDelta]) -> None:
+        """Run each alternative against the same accepted baseline; adopt the best one the policy kept."""
+        trials: list[Trial] = []
+        for delta in deltas:
+            if self._stop_reason() is not None:
+                break  # the budget ran out or measurement keeps failing: judge what was measured
+            trial = await self._try(delta)
+            if trial is not None:
+                trials.append(trial)
+                self.state.errors_in_a_row = _errors_after(self.state.errors_in_a_row, trial.decision)
+                self.state.paused = self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS
+        winner = pick_winner(trials, self.initial.slo, self.initial.objective)
+        for trial in trials:
+            decision = trial.decision
+            if winner is not None and trial is not winner and decision.verdict.keeps_candidate():
+                decision = superseded(trial, winner, self.initial.slo, self.initial.objective)
+            self._record(trial.round_, trial.results, decision)
+        if winner is not None:
+            self._adopt(winner)
+
+    async def _try(self, delta: ConfigDelta) -> Trial | None:
+        """Measure one candidate and let the policy judge it; None when it was closed without measuring."""
         self.state.tried.add(delta_key(delta))
         round_ = Round(index=len(self.job.rounds), technique=delta.technique, delta=delta)
         self.job.rounds.append(round_)
@@ -172,7 +197,7 @@ class TuningEngine:
             candidate = apply_delta(self.state.accepted, delta)
         except DeltaError as exc:
             self._close_unmeasured(round_, Verdict.ERROR, f"the candidate is not a valid configuration: {exc}")
-            return
+            return None
         gate = None
         if gate_required(delta, self.playbook.require_quality_for):
             gate = check_quality(delta, self.state.accepted, self.state.accepted.quality,
@@ -180,14 +205,13 @@ class TuningEngine:
             if not gate.passed:
                 # Quality inputs are fixed: a candidate that can never be accepted costs no GPU time.
                 self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
-                return
+                return None
         results = await self._run_round(round_, candidate)
         self.budget.count_round()
         decision = self._decide(results)
         if gate is not None and decision.verdict.keeps_candidate():
-            decision = Decision(verdict=decision.verdict, pattern=decision.pattern, figures=decision.figures,
-                                reasons=[*decision.reasons, gate.reason], policy=decision.policy)
-        self._record(round_, results, decision, candidate)
+            decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
+        return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
 
     def _close_unmeasured(self, round_: Round, verdict: Verdict, reason: str) -> None:
         round_.decision = Decision(verdict=verdict, pattern=Pattern.NOT_APPLICABLE, reasons=[reason],
@@ -222,20 +246,19 @@ class TuningEngine:
             return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
                             reasons=[f"policy {self.parts.policy.name!r} failed: {exc}"])
 
-    def _record(self, round_: Round, results: list[RoundResult], decision: Decision, candidate: Scenario) -> None:
+    def _record(self, round_: Round, results: list[RoundResult], decision: Decision) -> None:
+        """Close a measured round with its final decision (never changed afterwards)."""
         round_.results = results
         round_.decision = decision
-        error = decision.verdict is Verdict.ERROR
-        move_round(round_, RoundState.FAILED if error else RoundState.FINISHED)
-        self.state.errors_in_a_row = self.state.errors_in_a_row + 1 if error else 0
-        if decision.verdict.keeps_candidate():
-            self.state.accepted = candidate
-            self.state.baseline = results
-            self.state.kept.append(round_.technique)
-        if self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS:
-            self.state.paused = True
+        move_round(round_, RoundState.FAILED if decision.verdict is Verdict.ERROR else RoundState.FINISHED)
         self._emit("round_finished", round_index=round_.index, technique=round_.technique,
                    verdict=decision.verdict.value, message="; ".join(decision.reasons[:1]))
+
+    def _adopt(self, trial: Trial) -> None:
+        """The kept candidate becomes the baseline every later candidate is judged against."""
+        self.state.accepted = trial.candidate
+        self.state.baseline = trial.results
+        self.state.kept.append(trial.round_.technique)
 
     async def _measure_baseline(self) -> bool:
         """Round 0 measures the starting deployment; a failed measurement is retried as a new round."""
@@ -249,10 +272,13 @@ class TuningEngine:
             reason = "starting point" if ok else (results[0].error or "baseline measurement failed")
             decision = Decision(verdict=verdict, pattern=Pattern.NOT_APPLICABLE, reasons=[reason],
                                 policy="engine")
-            self._record(round_, results, decision, self.state.accepted)
+            self._record(round_, results, decision)
             if ok:
-                self.state.kept.remove("baseline")
+                self.state.baseline = results
+                self.state.errors_in_a_row = 0
                 return True
+            self.state.errors_in_a_row += 1
+            self.state.paused = self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS
             retry_of = round_.index
         return False
 
@@ -260,9 +286,9 @@ class TuningEngine:
 
     def _context(self, name: str) -> TuningContext:
         scenario = self.state.accepted
-        history = [r.results[0] for r in self.job.rounds if r.results]
+        history = [mean_result(r.results) for r in self.job.rounds if r.results]
         return TuningContext(scenario=scenario, model=self._model(scenario.model),
-                             baseline=self.state.baseline[0] if self.state.baseline else None,
+                             baseline=mean_result(self.state.baseline) if self.state.baseline else None,
                              history=history, tried=sorted(self.state.tried),
                              options=dict(self.playbook.options.get(name, {})))
 
@@ -305,3 +331,20 @@ def _with_playbook_quality(scenario: Scenario, playbook: Playbook) -> Scenario:
     known = {q.subject for q in scenario.quality}
     extra = [q for q in playbook.quality if q.subject not in known]
     return msgspec.structs.replace(scenario, quality=[*scenario.quality, *extra])
+
+
+def _errors_after(errors_in_a_row: int, decision: Decision) -> int:
+    """Consecutive measurement errors after one more decided round."""
+    return errors_in_a_row + 1 if decision.verdict is Verdict.ERROR else 0
+
+
+def _with_playbook_bench(scenario: Scenario, playbook: Playbook) -> Scenario:
+    """The playbook's bench settings (round size, warm-up) override the scenario's for every round."""
+    if not playbook.bench:
+        return scenario
+    fields = msgspec.to_builtins(scenario.bench) | dict(playbook.bench)
+    try:
+        bench = msgspec.convert(fields, type(scenario.bench))
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"playbook {playbook.name!r}: invalid bench setting: {exc}") from exc
+    return msgspec.structs.replace(scenario, bench=bench)

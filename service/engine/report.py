@@ -9,6 +9,7 @@ import msgspec
 
 from service.domain import Round, RoundResult
 from service.engine.launch import LaunchCommand
+from service.engine.measure import mean_result
 from service.engine.outcome import TuningOutcome
 from service.engine.slo import UNITS
 
@@ -50,10 +51,26 @@ def _round_json(round_: Round) -> dict[str, Any]:
         "verdict": None if decision is None else decision.verdict.value,
         "pattern": None if decision is None else decision.pattern.value,
         "reasons": [] if decision is None else list(decision.reasons),
-        "figures": {} if decision is None else dict(decision.figures),
+        "figures": {} if decision is None else _plain(decision.figures),
         "repeats": len(round_.results),
-        "result": None if not round_.results else _result_json(round_.results[0]),
+        # Figures are the means over the round's repeats, as the policy judged them.
+        "result": None if not round_.results else _result_json(mean_result(round_.results)),
     }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy of a policy's figures: numpy scalars (numpy.float64 subclasses float) become built-ins."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None:
+        return None
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
 
 
 def _result_json(result: RoundResult) -> dict[str, Any]:
@@ -106,7 +123,7 @@ def _rounds_table(rounds: list[Round]) -> list[str]:
     baseline: RoundResult | None = None
     first: RoundResult | None = None
     for round_ in rounds:
-        result = round_.results[0] if round_.results else None
+        result = mean_result(round_.results) if round_.results else None
         cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
         cells.append(_change(baseline, result) if baseline and result else "-")

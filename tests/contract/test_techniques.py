@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service import Technique, TuningContext
-from service.engine import apply_delta
+from service.engine import apply_delta, delta_key
 from service.plugin_host import PluginHost
 from service.testing import TechniqueContract
 from tests.unit.engine.casebook import CASES, context
@@ -45,3 +45,13 @@ class TestEveryTechnique(TechniqueContract):
     def test_conflicts_and_prerequisites_are_registered(self, technique: Technique) -> None:
         for name in (*technique.conflicts, *technique.prerequisites):
             assert name in TECHNIQUES
+
+    def test_alternatives_of_one_proposal_are_distinct(self, technique: Technique, context: TuningContext) -> None:
+        if not technique.applicable(context).applicable:
+            pytest.skip("not applicable to this case")
+        keys = [delta_key(d) for d in technique.propose(context)]
+        assert len(keys) == len(set(keys)), "the engine would measure the same candidate twice"
+        assert all(d.technique == technique.name for d in technique.propose(context))
+
+    def test_declares_whether_its_candidates_are_steps_or_alternatives(self, technique: Technique) -> None:
+        assert isinstance(technique.stepwise, bool)

@@ -30,7 +30,24 @@ def test_chunked_prefill_starts_at_4096_for_a_long_tail_and_halves_once_kept() -
     assert first("chunked_prefill", ctx).set_server == {"chunked_prefill_size": 4096}
     assert first("chunked_prefill", then(ctx, first("chunked_prefill", ctx))).set_server == {
         "chunked_prefill_size": 2048}
+    after_2048 = then(ctx, ConfigDelta(technique="chunked_prefill", summary="", set_server={
+        "chunked_prefill_size": 2048}))
+    assert not applies("chunked_prefill", after_2048)  # the casebook stops at 2048
     assert not applies("chunked_prefill", context("nightly-batch"))  # no latency SLO
+
+
+def test_chunked_prefill_also_proposes_mixed_chunk_except_under_speculation() -> None:
+    ctx = context("coding-assistant")
+    alternatives = BY_NAME["chunked_prefill"].propose(ctx)
+    assert [d.set_server for d in alternatives] == [{"chunked_prefill_size": 4096},
+                                                    {"chunked_prefill_size": 4096, "enable_mixed_chunk": True}]
+    mixed = then(ctx, alternatives[1])
+    assert BY_NAME["chunked_prefill"].propose(mixed)[0].set_server == {"chunked_prefill_size": 2048}
+    assert mixed.scenario.deployment.groups[0].server.enable_mixed_chunk
+    speculating = then(ctx, ConfigDelta(technique="speculative_decoding", summary="", set_server={
+        "speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 8,
+        "speculative_num_draft_tokens": 6}))
+    assert len(BY_NAME["chunked_prefill"].propose(speculating)) == 1  # SGLang turns mixed chunk off there
 
 
 def test_quantization_proposes_fp8_weights_and_kv() -> None:
@@ -121,7 +138,10 @@ def test_moe_ep_then_eplb_and_pd_only_at_scale() -> None:
     assert roles["prefill"].replicas == 5 and roles["decode"].server.tp_size == 88
     assert pd.deployment.router.decode_policy == "power_of_two"
     sweep = BY_NAME["pd_disaggregation"].propose(then(ctx, pd))
-    assert [d.summary for d in sweep] == ["PD prefill 6 / decode 10", "PD prefill 4 / decode 12"]
+    assert [d.summary for d in sweep] == ["PD prefill 6 / decode 10", "PD prefill 7 / decode 9",
+                                          "PD prefill 8 / decode 8", "PD prefill 4 / decode 12"]
+    seven = BY_NAME["pd_disaggregation"].propose(then(ctx, sweep[1]))
+    assert [d.summary for d in seven] == ["PD prefill 8 / decode 8", "PD prefill 6 / decode 10"]
     for name in ("coding-assistant", "document-qa-rag", "nightly-batch", "structured-output"):
         assert not applies("pd_disaggregation", context(name))
         assert not applies("moe_parallelism", context(name))

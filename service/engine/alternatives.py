@@ -1,0 +1,80 @@
+"""Judging a technique's alternatives the way the casebook does: each against the same accepted baseline.
+
+Casebook case 2 round 1 measures round-robin and cache_aware each against the single TP4 instance; case 5
+round 4 tabulates the prefill/decode splits side by side. Every alternative the policy keeps is a valid
+next step, and the one best on the objective (after meeting the most SLO targets) becomes the new
+baseline; the others are recorded as rolled back, with the figure that ranked them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.domain import SLO, ConfigDelta, Decision, Objective, Round, RoundResult, Scenario, Verdict
+from service.engine.measure import mean_result
+from service.engine.slo import completion_hours, slo_checks
+
+
+@dataclass
+class Trial:
+    """One alternative of a group: its round, candidate scenario, results and the policy's decision."""
+
+    round_: Round
+    delta: ConfigDelta
+    candidate: Scenario
+    results: list[RoundResult]
+    decision: Decision
+
+
+def objective_figure(objective: Objective, slo: SLO, results: list[RoundResult]) -> tuple[str, float, bool]:
+    """(label, value, higher is better) of the figure the objective optimises, averaged over repeats.
+
+    Latency is judged on p99 TTFT (the tail the casebook's latency rounds cut), throughput and deadline
+    on output tokens per second, cost on cost per 1M output tokens (output throughput when the runner
+    reports no cost), failure rate on the failure rate.
+    """
+    mean = mean_result(results)
+    kind = objective.kind
+    if kind == "latency":
+        return "p99 TTFT (ms)", mean.bench.p99_ttft_ms, False
+    if kind == "cost" and mean.cost_per_1m_output_tokens is not None:
+        return "cost per 1M output tokens ($)", mean.cost_per_1m_output_tokens, False
+    if kind == "failure_rate":
+        return "failure rate", mean.failure_rate, False
+    if kind == "deadline":
+        hours = completion_hours(mean, slo)
+        if hours is not None:
+            return "completion (h)", hours, False
+    return "output tok/s", mean.bench.output_throughput, True
+
+
+def rank_key(trial: Trial, slo: SLO, objective: Objective) -> tuple[int, float, float]:
+    """Sort key, smaller is better: SLO targets missed, then the objective figure, then output throughput."""
+    missed = sum(1 for check in slo_checks(trial.results, slo) if not check.met)
+    _, value, higher = objective_figure(objective, slo, trial.results)
+    if not math.isfinite(value) or (value <= 0 and not higher and objective.kind != "failure_rate"):
+        value = math.inf if not higher else 0.0
+    primary = -value if higher else value
+    return missed, primary, -mean_result(trial.results).bench.output_throughput
+
+
+def pick_winner(trials: list[Trial], slo: SLO, objective: Objective) -> Trial | None:
+    """The kept alternative that ranks best; ties go to the one proposed first."""
+    kept = [t for t in trials if t.decision.verdict.keeps_candidate()]
+    if not kept:
+        return None
+    return min(kept, key=lambda t: rank_key(t, slo, objective))
+
+
+def superseded(trial: Trial, winner: Trial, slo: SLO, objective: Objective) -> Decision:
+    """The losing alternative's decision: rolled back in favour of the winner, the policy's reasons kept."""
+    label, mine, _ = objective_figure(objective, slo, trial.results)
+    _, theirs, _ = objective_figure(objective, slo, winner.results)
+    sentence = (f"not adopted: the alternative `{winner.delta.summary}` ranks better against the same baseline "
+                f"({label} {theirs:.4g} vs {mine:.4g}); the policy's own verdict was "
+                f"{trial.decision.verdict.value}")
+    figures = {**trial.decision.figures, "objective_figure": mine, "winner_objective_figure": theirs}
+    return Decision(verdict=Verdict.ROLLBACK, pattern=trial.decision.pattern, policy=trial.decision.policy,
+                    reasons=[sentence, *trial.decision.reasons], figures=figures,
+                    slo_checks=trial.decision.slo_checks, baseline_slo_checks=trial.decision.baseline_slo_checks)
