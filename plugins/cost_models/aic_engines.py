@@ -182,3 +182,35 @@ def _compile(key: EngineKey, note: str) -> CompiledEngine:
         return CompiledEngine(AicEngine.from_spec(spec), note)
     except Exception as exc:  # noqa: BLE001 - any compile failure means "answer analytically", never a crash
         return CompiledEngine(None, "", f"{note}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def uses_alltoall(model: ModelSpec, server: ServerConfig) -> bool:
+    """Whether SGLang runs this server's MoE layers through an all-to-all backend (DeepEP) with EP > 1."""
+    backend = (server.moe_a2a_backend or "none").lower()
+    return model.is_moe and backend != "none" and parallel_layout(model, server)[3] > 1
+
+
+def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | None:
+    """aiconfigurator's MoE dispatch pair for this layout (gather before the experts, reduce after), as ops JSON.
+
+    aiconfigurator-core prices an SGLang EP layout with these ops, SGLang's `--moe-a2a-backend none` path; the
+    `aiconfigurator` cost model evaluates them on their own to take them out of a measured step when the
+    server runs DeepEP instead. None when the ops cannot be built.
+    """
+    if not model.is_moe or not model.num_experts:
+        return None
+    tp, adp, moe_tp, moe_ep = parallel_layout(model, server)
+    try:
+        import aiconfigurator_core.sdk.operations as aic_ops
+        from aiconfigurator_core.sdk import common
+        from aiconfigurator_core.sdk.engine import build_ops_json
+
+        fp8 = (server.quantization or "").lower() in FP8_QUANTIZATIONS or server.weight_dtype == "fp8"
+        quant = common.MoEQuantMode.fp8_block if fp8 else None
+        ops = [aic_ops.MoEDispatch(f"moe_{'pre' if pre else 'post'}_dispatch", model.num_layers, model.hidden_size,
+                                   model.experts_per_token, model.num_experts, moe_tp, moe_ep, adp, pre,
+                                   quant_mode=quant, attn_cp_size=1, backend="sglang")
+               for pre in (True, False)]
+        return str(build_ops_json(ops))
+    except Exception:  # noqa: BLE001 - an aiconfigurator without these ops: the caller answers analytically
+        return None

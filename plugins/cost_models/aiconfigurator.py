@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from plugins.cost_models.aic_engines import aic_system, compile_engine
+from plugins.cost_models.aic_engines import aic_system, compile_engine, gather_dispatch_ops_json, uses_alltoall
 from plugins.cost_models.roofline import RooflineCostModel, RooflineStep
 from service import CostModel, Hardware, ModelSpec, ServerConfig, StepCostModel
 
@@ -62,6 +62,10 @@ class AiconfiguratorStep(StepCostModel):
     reason: str = ""
     fallbacks: int = 0
     engine_calls: int = 0
+    # Set when the server runs DeepEP (`--moe-a2a-backend deepep`): the measured gather/reduce dispatch ops
+    # to take out of every step (aiconfigurator prices SGLang's `none` path), replaced by the all-to-all.
+    gather_dispatch_json: str | None = None
+    alltoall: bool = False
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
 
     def fallback_steps(self) -> int:
@@ -70,7 +74,8 @@ class AiconfiguratorStep(StepCostModel):
     def describe(self) -> str:
         if self.engine is None:
             return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"
-        return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing"
+        swap = "; DeepEP all-to-all from the roofline in place of the measured gather/reduce" if self.alltoall else ""
+        return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing{swap}"
 
     # -- engine access ---------------------------------------------------------------------------------------
 
@@ -99,6 +104,9 @@ class AiconfiguratorStep(StepCostModel):
     def decode_seconds(self, batch: int, context_tokens: int) -> float:
         batch = max(batch, 1)
         measured = self._measured_decode(batch, max(context_tokens, 0) / batch) if self.engine else None
+        if measured is not None and self.alltoall:
+            measured = self._with_alltoall(measured, self._gather_ms(False, batch, max(context_tokens, 0) // batch),
+                                           batch, prefill=False)
         if measured is None:
             self.fallbacks += 1
             return self.fallback.decode_seconds(batch, context_tokens)
@@ -118,6 +126,8 @@ class AiconfiguratorStep(StepCostModel):
         new_tokens = max(new_tokens, 1)
         requests = max(min(requests, new_tokens), 1)
         measured = self._measured_prefill(new_tokens, max(cached_tokens, 0), requests) if self.engine else None
+        if measured is not None and self.alltoall:
+            measured = self._with_alltoall(measured, self._gather_ms(True, 1, new_tokens), new_tokens, prefill=True)
         if measured is None:
             self.fallbacks += 1
             return self.fallback.prefill_seconds(new_tokens, cached_tokens, requests)
@@ -134,6 +144,34 @@ class AiconfiguratorStep(StepCostModel):
         lo_n = corners[0] + (corners[1] - corners[0]) * c_frac
         hi_n = corners[2] + (corners[3] - corners[2]) * c_frac
         return (lo_n + (hi_n - lo_n) * n_frac) / 1e3
+
+    # -- DeepEP: the measured step without its gather/reduce dispatch, plus the all-to-all ------------------
+
+    def _gather_ms(self, prefill: bool, batch: int, tokens: int) -> float | None:
+        """Measured gather + reduce dispatch ms of one step (batch requests in decode, tokens in prefill)."""
+        engine, ops_json = self.engine, self.gather_dispatch_json
+        if engine is None or ops_json is None:
+            return None
+        lo, hi, frac = bracket(tokens if prefill else batch, COUNT_GRID)
+        context = max(tokens, 1)
+
+        def one(point: int) -> float | None:
+            def call() -> float:
+                rows = engine.evaluate_ops_json(ops_json, prefill, 1 if prefill else point,
+                                                point if prefill else context, 0)
+                return sum(float(row[1]) for row in rows)
+            return self._measured_ms(("gather", prefill, point), call)
+
+        a, b = one(lo), one(hi)
+        return None if a is None or b is None else a + (b - a) * frac
+
+    def _with_alltoall(self, measured: float, gather_ms: float | None, tokens: int, prefill: bool) -> float | None:
+        """`measured` seconds with the gather/reduce dispatch swapped for DeepEP's dispatch + combine."""
+        if gather_ms is None:
+            return None
+        alltoall = self.fallback.moe_alltoall_seconds(tokens, prefill)
+        step = max(measured - gather_ms / 1e3, 0.1 * measured) + alltoall
+        return self.fallback.overlap_alltoall(step, alltoall)
 
     # -- refinements: measured steps scaled by the roofline's ratios ----------------------------------------
 
@@ -157,6 +195,12 @@ class AiconfiguratorStep(StepCostModel):
 
     def expert_share(self, batch: int, context_tokens: int) -> float:
         return self.fallback.expert_share(batch, context_tokens)
+
+    def includes_expert_skew(self) -> bool:
+        # aiconfigurator-core's MoE rows are collected under power-law routing (its DeepSeek and MoE models
+        # default to `workload_distribution = "power_law"`, alpha 1.01, and ship no uniform rows), so an EP
+        # step already waits for the busiest rank of a static placement.
+        return self.engine is not None and self.fallback.shape.ep > 1
 
     def bound_tokens_per_second(self) -> float:
         return self.fallback.bound_tokens_per_second()
@@ -186,5 +230,7 @@ class AiconfiguratorCostModel(CostModel):
             return AiconfiguratorStep(engine=None, fallback=fallback, source="",
                                       reason="aiconfigurator-core is not installed")
         compiled = compile_engine(model, hardware, server, self.fmha_quant)
+        alltoall = compiled.engine is not None and uses_alltoall(model, server)
         return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
-                                  reason=compiled.error)
+                                  reason=compiled.error, alltoall=alltoall,
+                                  gather_dispatch_json=gather_dispatch_ops_json(model, server) if alltoall else None)

@@ -36,6 +36,9 @@ ALLREDUCE_PER_PEER_SECONDS = 1e-6
 INTERNODE_LATENCY_SECONDS = 15e-6
 # DeepEP-style dispatch plus combine launch and synchronisation per MoE layer.
 ALLTOALL_BASE_SECONDS = 10e-6
+# Share of the shorter of (math, all-to-all) two-batch overlap cannot hide: the first micro-batch's dispatch,
+# the last one's combine and the efficiency halved GEMMs lose.
+TBO_EXPOSED_SHARE = 0.15
 # Scheduler, sampling and CUDA-graph replay per decode step left after SGLang's overlap scheduler.
 DECODE_OVERHEAD_SECONDS = 0.35e-3
 # Prefill (extend) runs without CUDA graphs: scheduling, radix-tree match, metadata and launches per batch.
@@ -98,25 +101,51 @@ class RooflineStep(StepCostModel):
             return 0.0
         return self.link_latency(group) + 2 * (group - 1) / group * nbytes / self.link_bytes_per_second(group)
 
-    def collective_seconds(self, tokens: int) -> float:
+    def collective_seconds(self, tokens: int, prefill: bool = False) -> float:
         """Per-step communication for `tokens` tokens of one attention-DP rank, summed over layers."""
         s = self.shape
         layers = s.model.num_layers
         attention = self.allreduce_seconds(s.attention_tp, s.allreduce_bytes(tokens)) * layers
+        if s.a2a_backend is not None:
+            # An all-to-all backend swaps the MLP all-reduce for dispatch + combine (`--moe-a2a-backend`).
+            return attention + self.moe_alltoall_seconds(tokens, prefill)
+        # Dense MLP, MoE sharded by TP, or EP without an all-to-all backend: one all-reduce per layer over the
+        # whole TP group; under DP attention the gather/scatter moves every rank's tokens, the same bytes as an
+        # all-reduce of them (`layers/moe/utils.py` is_moe_input_scattered_across_dp_ranks).
         routed = tokens * s.attention_dp
-        if s.moe_layers and s.ep > 1:
-            # Expert parallelism swaps the MLP all-reduce for dispatch + combine (SGLang moe_a2a_backend).
-            a2a = ALLTOALL_BASE_SECONDS + self.link_latency(s.ep) \
-                + s.alltoall_bytes(tokens) / self.link_bytes_per_second(s.ep)
-            return attention + a2a * s.moe_layers
-        # Dense MLP (or MoE sharded by TP): one all-reduce per layer over the whole TP group; under DP
-        # attention the gather/scatter moves every rank's tokens, the same bytes as an all-reduce of them.
         return attention + self.allreduce_seconds(s.tp, s.allreduce_bytes(routed)) * layers
+
+    def moe_alltoall_seconds(self, tokens: int, prefill: bool) -> float:
+        """DeepEP dispatch + combine over every MoE layer for `tokens` tokens of one attention-DP rank.
+
+        `--deepep-mode auto` (`layers/moe/utils.py` DeepEPMode.resolve) runs normal kernels for batches with an
+        extend (node-deduplicated RDMA, then NVLink) and low-latency kernels for decode (every (token, expert)
+        pair over RDMA); 0 without an all-to-all backend.
+        """
+        s = self.shape
+        if s.a2a_backend is None:
+            return 0.0
+        nodes = -(-s.ep // max(self.hardware.gpus_per_node, 1))
+        nbytes = s.alltoall_node_bytes(tokens, nodes) if prefill else s.alltoall_bytes(tokens)
+        per_layer = ALLTOALL_BASE_SECONDS + self.link_latency(s.ep) + nbytes / self.link_bytes_per_second(s.ep)
+        return per_layer * s.moe_layers
+
+    def overlap_alltoall(self, step: float, alltoall: float) -> float:
+        """A step under `--enable-two-batch-overlap`: one micro-batch's all-to-all runs under the other's math.
+
+        `batch_overlap/two_batch_overlap.py` splits the batch in two and interleaves their stages, so the
+        step takes the longer of compute and communication plus the part that cannot overlap
+        (`TBO_EXPOSED_SHARE` of the shorter: the first dispatch, the last combine, halved GEMMs).
+        """
+        if not self.shape.two_batch_overlap or alltoall <= 0:
+            return step
+        rest = max(step - alltoall, 0.0)
+        return max(rest, alltoall) + TBO_EXPOSED_SHARE * min(rest, alltoall)
 
     # -- steps -------------------------------------------------------------------------------------------------
 
     def pass_physical(self, tokens: int, attention_pairs: float, kv_reads: list[tuple[int, int]],
-                      math_efficiency: float) -> float:
+                      math_efficiency: float, prefill: bool = False) -> float:
         """Unscaled seconds of one forward pass over `tokens` tokens of one attention-DP rank.
 
         `attention_pairs` sums, over query tokens, the context each attends to; `kv_reads` lists
@@ -127,7 +156,8 @@ class RooflineStep(StepCostModel):
         nbytes += sum(s.kv_bytes_read(context, requests) for context, requests in kv_reads)
         flops = s.linear_flops(tokens) + s.attention_flops(attention_pairs)
         gpu = max(nbytes / self.hbm_bytes_per_second, flops / (self.peak_flops * math_efficiency))
-        return gpu + self.collective_seconds(tokens)
+        step = gpu + self.collective_seconds(tokens, prefill)
+        return self.overlap_alltoall(step, self.moe_alltoall_seconds(tokens, prefill))
 
     def decode_physical(self, batch: int, context_tokens: int, query_tokens: int = 1) -> float:
         """Unscaled seconds of a decode (or verify) step: `query_tokens` tokens per request, CUDA-graphed."""
@@ -155,7 +185,7 @@ class RooflineStep(StepCostModel):
         tokens = n + decode_batch
         efficiency = PREFILL_MATH_EFFICIENCY * tokens / (tokens + PREFILL_HALF_EFFICIENCY_TOKENS)
         reads = [(cached + n, r), (decode_context, decode_batch)]
-        return PREFILL_OVERHEAD_SECONDS + self.pass_physical(tokens, pairs, reads, efficiency)
+        return PREFILL_OVERHEAD_SECONDS + self.pass_physical(tokens, pairs, reads, efficiency, prefill=True)
 
     def prefill_seconds(self, new_tokens: int, cached_tokens: int, requests: int) -> float:
         return self.prefill_physical(new_tokens, cached_tokens, requests) * self.clock
@@ -206,8 +236,7 @@ class RooflineStep(StepCostModel):
         expert_flops = 2.0 * max(batch, 1) * s.params.experts_active / s.tp
         moe = max(expert_bytes / self.hbm_bytes_per_second,
                   expert_flops / (self.peak_flops * DECODE_MATH_EFFICIENCY))
-        if s.ep > 1:
-            moe += s.moe_layers * s.alltoall_bytes(max(batch, 1)) / self.link_bytes_per_second(s.ep)
+        moe += self.moe_alltoall_seconds(max(batch, 1), prefill=False)
         return min(moe / self.decode_physical(max(batch, 1), max(context_tokens, 0)), 1.0)
 
     def describe(self) -> str:

@@ -171,6 +171,36 @@ class StepShape:
         remote = (self.ep - 1) / self.ep
         return tokens / self.attention_tp * k * self.model.hidden_size * (1.0 + ACTIVATION_BYTES) * remote
 
+    def alltoall_node_bytes(self, tokens: int, nodes: int) -> float:
+        """Bytes one GPU sends over the node interconnect in a DeepEP normal-mode dispatch plus combine.
+
+        Normal mode (`deepep_mode` normal, what `auto` runs for extend batches) sends a token once to every
+        remote node holding one of its `k` experts and forwards it over NVLink there (DeepEP internode
+        kernels), so the RDMA bytes scale with the distinct remote nodes a token reaches, not with `k`.
+        """
+        if nodes <= 1 or not self.params.num_experts:
+            return self.alltoall_bytes(tokens)
+        k = self.params.experts_active / self.params.per_expert
+        remote_nodes = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** k)
+        return tokens / self.attention_tp * remote_nodes * self.model.hidden_size * (1.0 + ACTIVATION_BYTES)
+
+    @property
+    def a2a_backend(self) -> str | None:
+        """The MoE all-to-all backend (`--moe-a2a-backend`), or None for SGLang's gather/all-reduce path.
+
+        With `none` (the default) an EP MoE layer sees every token of every DP-attention rank: the hidden
+        states are gathered over the whole TP group and the output all-reduced back
+        (`layers/moe/utils.py` is_moe_input_scattered_across_dp_ranks is False); an all-to-all backend
+        such as DeepEP sends each token only to the ranks holding its experts.
+        """
+        backend = (self.server.moe_a2a_backend or "none").lower()
+        return None if backend == "none" or self.ep <= 1 or not self.params.num_experts else backend
+
+    @property
+    def two_batch_overlap(self) -> bool:
+        """`--enable-two-batch-overlap`: two micro-batches, one's all-to-all hidden behind the other's math."""
+        return self.a2a_backend is not None and bool(self.server.extra.get("--enable-two-batch-overlap"))
+
     @property
     def moe_layers(self) -> int:
         return self.model.num_layers if self.params.num_experts else 0

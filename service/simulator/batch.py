@@ -7,6 +7,7 @@ pair per group of requests that share a gap, the way bench_serving splits a mult
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,41 +73,71 @@ class Recorder:
 
 
 class RunningBatch:
-    """Requests that have their first token and are decoding, in fixed slots."""
+    """Requests that have their first token and are decoding, in fixed slots.
+
+    Generated and context lengths are stored relative to `tick`, the count of uniform decode steps (one token
+    for every running request), so such a step is O(1) plus the requests it finishes, found on a heap of
+    finishing ticks: a round runs thousands of steps over small batches, where per-request array work would
+    dominate. Speculative steps (`advance`) add varying tokens per request with array operations.
+    """
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.gen = np.zeros(capacity, dtype=np.int64)
+        self._gen = np.zeros(capacity, dtype=np.int64)
+        self._ctx = np.zeros(capacity, dtype=np.int64)
         self.target = np.zeros(capacity, dtype=np.int64)
         self.max_new = np.zeros(capacity, dtype=np.int64)
-        self.ctx = np.zeros(capacity, dtype=np.int64)
         self.fresh = np.zeros(capacity, dtype=bool)
         self.occupied = np.zeros(capacity, dtype=bool)
         self.reqs: list[SimRequest | None] = [None] * capacity
         self._free = list(range(capacity - 1, -1, -1))
         self._idx = np.zeros(0, dtype=np.int64)
         self._dirty = False
+        self._serial = [0] * capacity
+        self._finishing: list[tuple[int, int, int]] = []
+        self.tick = 0
+        self.fresh_count = 0
         self.size = 0
         self.ctx_sum = 0
+
+    @property
+    def gen(self) -> np.ndarray:
+        """Tokens generated so far, per slot (meaningful for occupied slots)."""
+        return self._gen + self.tick
+
+    @property
+    def ctx(self) -> np.ndarray:
+        """Context tokens (prompt plus generated), per slot."""
+        return self._ctx + self.tick
+
+    def generated(self, slot: int) -> int:
+        """Tokens generated so far by the request in `slot`."""
+        return int(self._gen[slot]) + self.tick
 
     def add(self, req: SimRequest) -> None:
         slot = self._free.pop()
         req.slot = slot
         self.reqs[slot] = req
-        self.gen[slot] = req.generated
+        self._gen[slot] = req.generated - self.tick
         self.target[slot] = req.output_len
         self.max_new[slot] = req.max_new_tokens
-        self.ctx[slot] = req.input_len + req.generated
+        self._ctx[slot] = req.input_len + req.generated - self.tick
         self.fresh[slot] = True
+        self.fresh_count += 1
         self.occupied[slot] = True
+        self._serial[slot] += 1
+        heapq.heappush(self._finishing, (req.output_len - req.generated + self.tick, self._serial[slot], slot))
         self.size += 1
-        self.ctx_sum += int(self.ctx[slot])
+        self.ctx_sum += req.input_len + req.generated
         self._dirty = True
 
     def remove(self, req: SimRequest) -> None:
         slot = req.slot
-        req.generated = int(self.gen[slot])
-        self.ctx_sum -= int(self.ctx[slot])
+        req.generated = self.generated(slot)
+        self.ctx_sum -= int(self._ctx[slot]) + self.tick
+        if self.fresh[slot]:
+            self.fresh[slot] = False
+            self.fresh_count -= 1
         self.reqs[slot] = None
         self.occupied[slot] = False
         self._free.append(slot)
@@ -120,18 +151,38 @@ class RunningBatch:
             self._dirty = False
         return self._idx
 
+    def clear_fresh(self, idx: np.ndarray) -> None:
+        """Mark every running request as having had its first decode gap recorded."""
+        self.fresh[idx] = False
+        self.fresh_count = 0
+
     def reserved_tokens(self, clip: int, ratio: float) -> float:
         """KV the scheduler keeps for running requests' future tokens (`_get_running_request_total_token_offset`)."""
         idx = self.indices()
         if not len(idx):
             return 0.0
-        return float(np.maximum(np.minimum(self.max_new[idx] - self.gen[idx], clip), 0).sum() * ratio)
+        left = self.max_new[idx] - self._gen[idx] - self.tick
+        return float(np.maximum(np.minimum(left, clip), 0).sum() * ratio)
+
+    def advance_one(self) -> list[int]:
+        """One token for every running request; returns the slots that reached their output length."""
+        self.tick += 1
+        self.ctx_sum += self.size
+        done: list[int] = []
+        heap = self._finishing
+        while heap and heap[0][0] <= self.tick:
+            _, serial, slot = heapq.heappop(heap)
+            if self.occupied[slot] and self._serial[slot] == serial:
+                done.append(slot)
+        return done
 
     def advance(self, emitted: np.ndarray) -> np.ndarray:
         """Add each request's emitted tokens; returns the slots that reached their output length."""
         idx = self.indices()
-        emitted = np.minimum(emitted, self.target[idx] - self.gen[idx])
-        self.gen[idx] += emitted
-        self.ctx[idx] += emitted
+        emitted = np.minimum(emitted, self.target[idx] - self._gen[idx] - self.tick)
+        self._gen[idx] += emitted
+        self._ctx[idx] += emitted
         self.ctx_sum += int(emitted.sum())
-        return idx[self.gen[idx] >= self.target[idx]]
+        if len(self._finishing) > 4 * self.capacity:
+            self._finishing.clear()  # speculative batches finish early; their uniform-step ticks are unused
+        return idx[self._gen[idx] + self.tick >= self.target[idx]]

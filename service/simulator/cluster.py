@@ -139,7 +139,7 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
         setup = WorkerSetup(
             index=first_index + k, role=group.role, resolved=resolved, cost=cost, spec=spec,
             mixed_chunk=server.enable_mixed_chunk, ignore_eos=scenario.bench.ignore_eos,
-            step_factor=balance.step_factor() if balance else 1.0,
+            step_factor=balance.step_factor(cost.includes_expert_skew()) if balance else 1.0,
             mask_seconds=MASK_SECONDS.get(backend, 0.0) if backend else 0.0,
             host_link_bytes_per_s=_host_link(hardware),
             prefill_decode_interval=int(server.extra.get("--prefill-decode-interval", 0) or 0))

@@ -25,10 +25,18 @@ class ExpertBalance:
     expert_imbalance: float
     rank_imbalance: float
     moe_share: float
+    static_rank_imbalance: float = 1.0
 
-    def step_factor(self) -> float:
-        """Step-time multiplier: the MoE share of a step waits for the busiest rank."""
-        return 1.0 - self.moe_share + self.moe_share * self.rank_imbalance
+    def step_factor(self, skew_included: bool = False) -> float:
+        """Step-time multiplier: the MoE share of a step waits for the busiest rank.
+
+        With `skew_included` (step times measured under skewed routing with the static placement) the
+        factor is relative to that placement, so only what EPLB changes is applied.
+        """
+        factor = 1.0 - self.moe_share + self.moe_share * self.rank_imbalance
+        if skew_included:
+            factor /= 1.0 - self.moe_share + self.moe_share * self.static_rank_imbalance
+        return factor
 
 
 def expert_loads(num_experts: int) -> np.ndarray:
@@ -65,15 +73,16 @@ def expert_balance(model: ModelSpec, server: ServerConfig) -> ExpertBalance | No
     loads = expert_loads(model.num_experts)
     ranks = min(server.ep_size, model.num_experts)
     redundant = server.ep_num_redundant_experts or 0
+    static_load = np.array([chunk.sum() for chunk in np.array_split(loads, ranks)])
     if server.enable_eplb:
         physical = _replicate(loads, redundant)
         rank_load = _pack(physical, ranks)
     else:
-        physical = loads
-        rank_load = np.array([chunk.sum() for chunk in np.array_split(loads, ranks)])
+        physical, rank_load = loads, static_load
     expert_ratio = float(physical.max() / physical.mean())
     rank_ratio = float(rank_load.max() / rank_load.mean())
-    return ExpertBalance(expert_imbalance=expert_ratio, rank_imbalance=rank_ratio, moe_share=_moe_share(model))
+    return ExpertBalance(expert_imbalance=expert_ratio, rank_imbalance=rank_ratio, moe_share=_moe_share(model),
+                         static_rank_imbalance=float(static_load.max() / static_load.mean()))
 
 
 def _moe_share(model: ModelSpec) -> float:

@@ -151,13 +151,21 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     chunk_default, graph_bs = default_chunked_prefill(spec.hbm_gb)
     chunk = server.chunked_prefill_size if server.chunked_prefill_size is not None else chunk_default
     chunk_size = None if chunk is None or chunk <= 0 else chunk
+    whole_chunk = chunk_size  # the memory defaults are derived before the DP-attention division
+    attention_dp = max(server.attention_dp_size, 1)
+    conservativeness = server.schedule_conservativeness if server.schedule_conservativeness is not None else 1.0
+    if attention_dp > 1:
+        # `arg_groups/parallel_hook.py` _handle_data_parallelism: under DP attention every rank's scheduler
+        # chunks at chunked_prefill_size // attn_dp_size and schedules 0.3x as conservatively.
+        chunk_size = max(chunk_size // attention_dp, 1) if chunk_size else None
+        conservativeness *= 0.3
     max_prefill = server.max_prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS
     if server.max_running_requests:
         graph_bs = min(graph_bs, server.max_running_requests)
-    frac = server.mem_fraction_static or default_mem_fraction(spec.hbm_gb, server, chunk_size, max_prefill, graph_bs)
+    frac = server.mem_fraction_static or default_mem_fraction(spec.hbm_gb, server, whole_chunk, max_prefill,
+                                                                   graph_bs)
     if server.cuda_graph_max_bs:
         graph_bs = server.cuda_graph_max_bs
-    attention_dp = max(server.attention_dp_size, 1)
     attention_tp = max(server.tp_size // attention_dp, 1)
     weights = weights_per_gpu(model, server)
     free = spec.hbm_gb * GIB * frac - weights
@@ -180,8 +188,7 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     return ResolvedServer(
         chunked_prefill_size=chunk_size, max_prefill_tokens=max_prefill, max_running_requests=max_running,
         mem_fraction_static=frac, page_size=page,
-        schedule_conservativeness=server.schedule_conservativeness if server.schedule_conservativeness is not None
-        else 1.0,
+        schedule_conservativeness=conservativeness,
         pool_tokens=pool, kv_bytes_per_token=float(model.kv_bytes_per_token(server.kv_dtype)),
         kv_bytes_per_gpu_token=per_token,
         weights_per_gpu_bytes=weights, attention_dp=attention_dp,

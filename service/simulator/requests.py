@@ -27,6 +27,7 @@ MIN_UNIQUE_TAIL = 32  # every prompt ends with its own question, however short
 WARMUP_OUTPUT_CAP = 32
 # Without an explicit maximum, a log-normal length is capped at this multiple of its p95.
 TAIL_CAP_OVER_P95 = 2
+_DOCUMENT_SEED = 20_001_000
 
 
 @dataclass(slots=True, eq=False)
@@ -97,11 +98,29 @@ def _document_ids(prefix: PrefixStructure, n: int, rng: np.random.Generator) -> 
     return np.where(hot, rng.integers(0, max(popular, 1), size=n), rng.integers(cold_lo, docs.count, size=n))
 
 
-def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conversation: int
-                  ) -> tuple[tuple[int, int], ...]:
+def document_lengths(prefix: PrefixStructure, input_dist: LengthDist, cap: int) -> np.ndarray | None:
+    """Each document's own length, so a prompt's length spread comes from its document, as in real corpora.
+
+    Casebook case 2 prompts are [system][document][~30-token question]: the input p95 (24,800 against a
+    20,530 median) is a longer document, not a longer question, and every request for a document repeats its
+    length. Lengths are the input distribution less the other fixed parts and the question, drawn once per
+    corpus with a fixed seed (the same documents in every round), so prompts keep the profile's input lengths.
+    """
+    docs = prefix.documents
+    if docs is None or docs.count <= 0:
+        return None
+    others = prefix.system_prompt_tokens + prefix.variable_tokens + prefix.tool_definition_tokens \
+        + prefix.history_tokens + MIN_UNIQUE_TAIL
+    drawn = sample_lengths(input_dist, docs.count, np.random.default_rng(_DOCUMENT_SEED), cap) - others
+    return np.maximum(drawn, 1).astype(np.int64)
+
+
+def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conversation: int,
+                  doc_tokens: int | None = None) -> tuple[tuple[int, int], ...]:
     """Lay a prompt of `length` tokens out as blocks, in `PrefixStructure`'s order.
 
     Fixed parts are cut at the end when the prompt is shorter than them, always leaving a unique tail.
+    `doc_tokens` is the document's own length (default: the corpus' stated length).
     """
     unique = UNIQUE_BASE + rid * 4
     head: list[tuple[int, int]] = []
@@ -115,7 +134,7 @@ def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conv
     if tools and prefix.tools_position == "first":
         head.append(tools)
     if doc >= 0 and prefix.documents is not None:
-        head.append((DOCUMENT_BASE + doc, prefix.documents.tokens))
+        head.append((DOCUMENT_BASE + doc, doc_tokens or prefix.documents.tokens))
     if prefix.history_tokens:
         hid = HISTORY_BASE + conversation if conversation >= 0 else unique + 2
         head.append((hid, prefix.history_tokens))
@@ -159,6 +178,8 @@ def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec
     inputs = sample_lengths(in_dist, n, rng, cap=max(model.max_context - 64, 64))
     outputs = sample_lengths(out_dist, n, rng, cap=max(model.max_context // 2, 16))
     docs = _document_ids(workload.prefix, n, rng)
+    doc_lengths = None if random_dataset else document_lengths(workload.prefix, in_dist,
+                                                                max(model.max_context - 64, 64))
     convs = rng.integers(0, workload.prefix.conversations, size=n) if workload.prefix.conversations else None
     schemas = _schemas(workload, n, rng)
     cap_new = bench.max_new_tokens
@@ -169,7 +190,11 @@ def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec
             blocks: tuple[tuple[int, int], ...] = ((UNIQUE_BASE + i * 4, length),)
         else:
             conv = int(convs[i]) if convs is not None else -1
-            blocks = layout_blocks(workload.prefix, length, i, int(docs[i]), conv)
+            doc = int(docs[i])
+            doc_tokens = int(doc_lengths[doc]) if doc_lengths is not None and doc >= 0 else None
+            if doc_tokens is not None:
+                length = _document_prompt_length(workload.prefix, doc_tokens)
+            blocks = layout_blocks(workload.prefix, length, i, doc, conv, doc_tokens)
         length = sum(b for _, b in blocks)
         max_new = out if bench.ignore_eos or cap_new is None else max(cap_new, 1)
         out = out if bench.ignore_eos else min(out, max_new)
@@ -182,6 +207,12 @@ def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec
                    max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True)
         for k in range(bench.warmup_requests)]
     return warm, requests
+
+
+def _document_prompt_length(prefix: PrefixStructure, doc_tokens: int) -> int:
+    """A document prompt's length: its fixed parts, its document and a question of `MIN_UNIQUE_TAIL` tokens."""
+    return prefix.system_prompt_tokens + prefix.variable_tokens + prefix.tool_definition_tokens \
+        + prefix.history_tokens + doc_tokens + MIN_UNIQUE_TAIL
 
 
 def _dists(workload: WorkloadProfile, bench: BenchSpec) -> tuple[LengthDist, LengthDist]:

@@ -77,3 +77,6 @@ class CachedStepCost(StepCostModel):
 
     def fallback_steps(self) -> int:
         return self.fallbacks
+
+    def includes_expert_skew(self) -> bool:
+        return self.inner.includes_expert_skew()

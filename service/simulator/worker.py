@@ -75,6 +75,7 @@ class Worker:
         self.ratio = init
         self.steps = 0
         self.host_written_seen = 0
+        self.loading_tokens = 0  # host-tier KV the next prefill must bring back to the device first
         self.accept_cdf = setup.spec.accept_cdf() if setup.spec else None
 
     # -- memory ---------------------------------------------------------------------------------------
@@ -141,6 +142,12 @@ class Worker:
         seconds = self.setup.cost.prefill_seconds(-(-new // dp), cached // dp, -(-n // dp))
         if self.setup.spec is not None:
             seconds *= 1 + self.setup.spec.draft_share  # the draft model prefills the prompt too
+        if self.loading_tokens:
+            # `mem_cache/hiradix_cache.py` load_back: host hits are copied to the device before the extend;
+            # the copy runs layer by layer under the forward (io backend kernel), so the step is the longer.
+            nbytes = self.loading_tokens * self.res.kv_bytes_per_gpu_token
+            seconds = max(seconds, self.setup.cost.transfer_seconds(nbytes, self.setup.host_link_bytes_per_s / 1e9))
+            self.loading_tokens = 0
         return seconds + (self.running.size * self.setup.mask_seconds if mixed else 0.0)
 
     def _decode_seconds(self) -> float:
@@ -171,6 +178,8 @@ class Worker:
     def _admit(self, now: float) -> list[tuple[SimRequest, int]]:
         if self.setup.role == "decode":
             self._admit_transferred(now)
+            return []
+        if self.chunked is None and not self.waiting:
             return []
         ratio = 1.0 if self.setup.ignore_eos else self.ratio
         rem_total = self.available + self.cache.evictable_tokens - self.running.reserved_tokens(
@@ -227,7 +236,7 @@ class Worker:
             self.cache.unlock(match.node, now)
             return None
         if match.host_tokens:
-            self.cache.load_back(match, now)
+            self.loading_tokens += self.cache.load_back(match, now)
         self.own += take
         r.lock, r.prefix_len, r.extended = match.node, prefix, 0
         if r.first_token < 0:
@@ -262,7 +271,7 @@ class Worker:
             return True
         retracted = 0
         order = sorted((r for r in self.running.reqs if r is not None),
-                       key=lambda r: (int(self.running.gen[r.slot]), -r.input_len), reverse=True)
+                       key=lambda r: (self.running.generated(r.slot), -r.input_len), reverse=True)
         while order and not self._make_room(len(order) * RETRACT_DECODE_STEPS, now):
             if len(order) == 1:
                 break
@@ -364,11 +373,14 @@ class Worker:
         r.lock, r.prefix_len, r.extended = None, 0, 0
 
     def _advance_decode(self, now: float) -> None:
+        spec = self.setup.spec
+        if spec is None:
+            self._advance_uniform(now)
+            return
         idx = self.running.indices()
         if not len(idx):
             return
         n = len(idx)
-        spec = self.setup.spec
         emitted = sample_accepts(self.accept_cdf, n, self.rng) if spec and self.accept_cdf is not None else np.ones(
             n, dtype=np.int64)
         emitted = np.maximum(np.minimum(emitted, self.running.target[idx] - self.running.gen[idx]), 1)
@@ -387,6 +399,30 @@ class Worker:
             assert r is not None
             self._complete(r, now, running=True)
 
+    def _advance_uniform(self, now: float) -> None:
+        """A plain decode step: one token per running request (the batch's bookkeeping is O(finished))."""
+        n = self.running.size
+        if not n:
+            return
+        fresh = 0
+        if self.running.fresh_count:
+            idx = self.running.indices()
+            for slot in idx[self.running.fresh[idx]]:
+                r = self.running.reqs[int(slot)]
+                assert r is not None
+                self.rec.itl(now - r.last_token, 1)
+                fresh += 1
+            self.running.clear_fresh(idx)
+        self.rec.itl_group(now - self.last_decode_end, n - fresh)
+        done = self.running.advance_one()
+        self.own += n
+        self.ratio = max(self.ratio - self.ratio_decay, self.ratio_min)
+        self.last_decode_end = now
+        for slot in done:
+            r = self.running.reqs[slot]
+            assert r is not None
+            self._complete(r, now, running=True)
+
     def _record_itl(self, idx: np.ndarray, emitted: np.ndarray, now: float) -> None:
         fresh = self.running.fresh[idx]
         if fresh.any():
@@ -395,7 +431,7 @@ class Worker:
                 assert r is not None
                 a = int(emitted[k])
                 self.rec.itl((now - r.last_token) / a, a)
-            self.running.fresh[idx] = False
+            self.running.clear_fresh(idx)
             emitted = emitted[~fresh]
         if self.setup.spec is None:
             self.rec.itl_group(now - self.last_decode_end, len(emitted))
