@@ -5,14 +5,18 @@ service: one dominant system prompt (two rarer ones), conversations of one to fo
 resent each turn, log-normal user message and completion lengths, a tenth of the lines as `prompt`
 strings with the chat template already applied, and arrival times with latencies. The tokenizer is a
 byte-level BPE with ChatML special tokens, trained here on the same vocabulary. Prints one JSON line:
-lines, tokens, median seconds of R runs, and the measured profile.
+lines, tokens, the wall seconds of each run and their median, the CPU seconds of each run (all threads of
+the process, from getrusage, so a busy machine shows as wall time well above CPU time), the 1-minute load
+average before and after each run, and the measured profile.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import statistics
 import tempfile
 import time
@@ -101,19 +105,28 @@ def main() -> None:
         writer = LogWriter()
         writer.write(folder / "requests.jsonl", args.lines)
         train_tokenizer(writer, folder / "tokenizer.json")
-        seconds, cpu_seconds = [], []
+        seconds, cpu_seconds, load = [], [], []
         for _ in range(args.runs):
-            begin, begin_cpu = time.perf_counter(), time.process_time()
+            load_before = os.getloadavg()[0]
+            begin, begin_cpu = time.perf_counter(), _cpu_seconds()
             measured = profile_log(folder / "requests.jsonl", folder)
             seconds.append(time.perf_counter() - begin)
-            cpu_seconds.append(time.process_time() - begin_cpu)  # all threads; shows contention on a busy box
+            cpu_seconds.append(_cpu_seconds() - begin_cpu)
+            load.append([round(load_before, 2), round(os.getloadavg()[0], 2)])
         tokens = _token_totals(folder)
     print(json.dumps({
         "benchmark": "profile", "lines": args.lines, "runs": args.runs,
         "seconds_median": round(statistics.median(seconds), 2), "seconds": [round(s, 2) for s in seconds],
-        "cpu_seconds": [round(s, 2) for s in cpu_seconds], **tokens, "python": platform.python_version(),
+        "cpu_seconds": [round(s, 2) for s in cpu_seconds], "load_average_1m": load, **tokens,
+        "python": platform.python_version(),
         "profile": msgspec.to_builtins(measured),
     }))
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process, summed over all its threads (the tokenizer's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _token_totals(folder: Path) -> dict[str, int]:

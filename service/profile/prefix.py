@@ -21,11 +21,13 @@ def sort_key(ids: TokenIds) -> bytes:
 
 def common_prefix_tokens(a: bytes, b: bytes) -> int:
     """Length in tokens of the common prefix of two sort keys."""
-    n = min(len(a), len(b)) // 4
-    if a[:4 * n] == b[:4 * n]:
-        return n
-    diff = np.frombuffer(a, dtype=">u4", count=n) != np.frombuffer(b, dtype=">u4", count=n)
-    return int(diff.argmax())
+    if len(a) <= len(b) and b.startswith(a):
+        return len(a) // 4
+    if len(b) < len(a) and a.startswith(b):
+        return len(b) // 4
+    n = min(len(a), len(b))
+    # Equality ignores byte order, so compare bytes and round down to the token holding the first mismatch.
+    return int((np.frombuffer(a, dtype=np.uint8, count=n) != np.frombuffer(b, dtype=np.uint8, count=n)).argmax()) // 4
 
 
 def sharing_rate(prompts: Sequence[TokenIds]) -> float:
@@ -40,6 +42,16 @@ def sharing_rate(prompts: Sequence[TokenIds]) -> float:
     keys = sorted(sort_key(p) for p in prompts)
     shared = sum(common_prefix_tokens(a, b) for a, b in zip(keys, keys[1:], strict=False))
     return shared / total
+
+
+def prefix_rates(prompts: Sequence[TokenIds], completions: Sequence[TokenIds] | None = None,
+                 page_size: int = 1) -> tuple[float, float]:
+    """`sharing_rate` and `radix_reuse_rate` together, from one sort of the log's sequences."""
+    total = sum(len(p) for p in prompts)
+    if total == 0:
+        return 0.0, 0.0
+    replay = _RadixReplay(prompts, completions)
+    return replay.shared_adjacent() / total, _served(prompts, replay.matches(), page_size) / total
 
 
 def radix_reuse_rate(prompts: Sequence[TokenIds], completions: Sequence[TokenIds] | None = None,
@@ -62,12 +74,15 @@ def radix_reuse_rate(prompts: Sequence[TokenIds], completions: Sequence[TokenIds
     total = sum(len(p) for p in prompts)
     if total == 0:
         return 0.0
-    matches = longest_earlier_matches(prompts, completions)
+    return _served(prompts, longest_earlier_matches(prompts, completions), page_size) / total
+
+
+def _served(prompts: Sequence[TokenIds], matches: list[int], page_size: int) -> int:
     served = 0
     for prompt, match in zip(prompts, matches, strict=True):
         usable = min(match, len(prompt) - 1) if len(prompt) else 0
         served += usable // page_size * page_size
-    return served / total
+    return served
 
 
 def longest_earlier_matches(prompts: Sequence[TokenIds], completions: Sequence[TokenIds] | None = None) -> list[int]:
@@ -77,20 +92,47 @@ def longest_earlier_matches(prompts: Sequence[TokenIds], completions: Sequence[T
     earlier entries" into "nearest earlier entry on either side in sorted order", found in one pass each way
     with a stack of non-dominated entries: O(n log n) overall, never pairwise.
     """
-    n = len(prompts)
-    keys = [sort_key(p) for p in prompts]
-    if completions is None:
-        entry_keys = keys
-    else:
-        entry_keys = [k + sort_key(c) if len(c) else k for k, c in zip(keys, completions, strict=True)]
-    # item = (key, is_entry, request); an entry sorts before an equal query, which changes nothing.
-    items = [(keys[r], 1, r) for r in range(n)] + [(entry_keys[r], 0, r) for r in range(n)]
-    items.sort()
-    adjacent = [0] + [common_prefix_tokens(items[i - 1][0], items[i][0]) for i in range(1, len(items))]
-    best = [0] * n
-    _sweep(items, adjacent, range(len(items)), best, step=1)
-    _sweep(items, adjacent, range(len(items) - 1, -1, -1), best, step=-1)
-    return best
+    return _RadixReplay(prompts, completions).matches()
+
+
+class _RadixReplay:
+    """Queries (prompts) and cache entries (prompt + output) in one sorted order, with adjacent common prefixes."""
+
+    def __init__(self, prompts: Sequence[TokenIds], completions: Sequence[TokenIds] | None) -> None:
+        n = len(prompts)
+        keys = [sort_key(p) for p in prompts]
+        if completions is None:
+            entry_keys = keys
+        else:
+            entry_keys = [k + sort_key(c) if len(c) else k for k, c in zip(keys, completions, strict=True)]
+        # item = (key, is_query, request), sorted; an entry sorts before an equal query, which changes
+        # nothing. Entries come first in `everything`, so a stable sort on the key alone gives that order.
+        everything = entry_keys + keys
+        order = sorted(range(2 * n), key=everything.__getitem__)
+        self.n = n
+        self.items = [(everything[i], int(i >= n), i % n) for i in order]
+        items = self.items
+        self.adjacent = [0] + [common_prefix_tokens(items[i - 1][0], items[i][0]) for i in range(1, 2 * n)]
+
+    def matches(self) -> list[int]:
+        """Each prompt's longest common prefix with an earlier request's entry."""
+        best = [0] * self.n
+        size = len(self.items)
+        _sweep(self.items, self.adjacent, range(size), best, step=1)
+        _sweep(self.items, self.adjacent, range(size - 1, -1, -1), best, step=-1)
+        return best
+
+    def shared_adjacent(self) -> int:
+        """The sorted-adjacent sum of `sharing_rate`, read off the merged order.
+
+        In lexicographic order, two prompts' common prefix is the least common prefix of the neighbours
+        between them, entries included.
+        """
+        queries = np.flatnonzero(np.fromiter((q for _, q, _ in self.items), dtype=np.int8, count=len(self.items)))
+        if len(queries) < 2:
+            return 0
+        adjacent = np.asarray(self.adjacent[:queries[-1] + 1], dtype=np.int64)
+        return int(np.minimum.reduceat(adjacent, queries[:-1] + 1).sum())
 
 
 def _sweep(items: list[tuple[bytes, int, int]], adjacent: list[int], order: range, best: list[int],

@@ -12,9 +12,11 @@ Blank lines are ignored; any other line that does not fit is malformed.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 PROMPT_KEYS = ("prompt", "input")
 COMPLETION_KEYS = ("completion", "output", "response")
@@ -47,9 +49,10 @@ def render_message(role: str, content: str) -> str:
 
 def message_pieces(role: str, content: str) -> list[str]:
     """A ChatML message as header, content and footer, so the tokenizer may reuse the content's tokens."""
-    return [f"<|im_start|>{role}\n", content, "<|im_end|>\n"]
+    return [f"<|im_start|>{role}\n", content, MESSAGE_END]
 
 
+MESSAGE_END = "<|im_end|>\n"
 GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 
@@ -62,6 +65,15 @@ def parse_line(line: int, raw: bytes) -> LogRecord | None:
     if not raw.strip():
         return None
     try:
+        typed = _TYPED_LINE.decode(raw)
+    except msgspec.DecodeError:  # also a type mismatch; the general path names the problem
+        typed = None
+    record = _typed_record(line, typed) if typed is not None else None
+    return record if record is not None else _general_record(line, raw)
+
+
+def _general_record(line: int, raw: bytes) -> LogRecord:
+    try:
         obj = msgspec.json.decode(raw)
     except msgspec.DecodeError as err:
         raise MalformedLine(line, f"not valid JSON ({err})") from None
@@ -70,6 +82,64 @@ def parse_line(line: int, raw: bytes) -> LogRecord | None:
     pieces, trailing_answer = _prompt_pieces(line, obj)
     completion = _completion(line, obj, trailing_answer)
     start, end = _times(line, obj)
+    return LogRecord(line, pieces, completion, start, end)
+
+
+class _TypedMessage(msgspec.Struct):
+    role: str
+    content: str | None = None  # text parts take the general path
+
+
+Time = float | str | None | UnsetType
+Completion = str | dict[str, Any] | UnsetType
+
+
+class _TypedLine(msgspec.Struct):
+    """The common shapes of a line, decoded without building dicts; anything else takes the general path."""
+
+    prompt: str | UnsetType = UNSET
+    input: str | UnsetType = UNSET
+    messages: list[_TypedMessage] | UnsetType = UNSET
+    completion: Completion = UNSET
+    output: Completion = UNSET
+    response: Completion = UNSET
+    timestamp: Time = UNSET
+    ts: Time = UNSET
+    start_time: Time = UNSET
+    end_time: Time = UNSET
+    latency: float | None | UnsetType = UNSET
+
+
+_TYPED_LINE = msgspec.json.Decoder(_TypedLine)
+
+
+def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
+    """The record the general path would build, or None when the line needs the general path."""
+    completions = [c for c in (obj.completion, obj.output, obj.response) if c is not UNSET]
+    answer = None
+    if obj.prompt is not UNSET or obj.input is not UNSET:
+        pieces = [obj.prompt if obj.prompt is not UNSET else obj.input]
+    elif obj.messages:
+        turns = [(m.role, m.content or "") for m in obj.messages]
+        if turns[-1][0] == "assistant" and not completions:
+            answer = turns.pop()[1]
+        pieces = chat_pieces(turns)
+    else:
+        return None
+    completion = _completion_text(completions[0]) if completions else answer
+    if completion is None:
+        return None
+    start_key = next((k for k in START_KEYS if getattr(obj, k) not in (None, UNSET)), None)
+    if start_key is None:
+        return LogRecord(line, pieces, completion)
+    start = _instant(line, start_key, getattr(obj, start_key))
+    end = None
+    if obj.end_time not in (None, UNSET):
+        end = _instant(line, "end_time", obj.end_time)
+    elif obj.latency not in (None, UNSET):
+        end = start + obj.latency  # type: ignore[operator]
+    if end is not None and end < start:
+        raise MalformedLine(line, "the request ends before it starts")
     return LogRecord(line, pieces, completion, start, end)
 
 
@@ -88,8 +158,28 @@ def _prompt_pieces(line: int, obj: dict[str, Any]) -> tuple[list[str], str | Non
     answer = None
     if turns[-1][0] == "assistant" and not any(k in obj for k in COMPLETION_KEYS):
         answer = turns.pop()[1]
-    pieces = [piece for role, content in turns for piece in message_pieces(role, content)]
-    return [*pieces, GENERATION_PROMPT], answer
+    return chat_pieces(turns), answer
+
+
+def chat_pieces(turns: list[tuple[str, str]]) -> list[str]:
+    """A ChatML prompt as alternating markup and message contents, ending with the generation prompt.
+
+    The markup between two contents (one message's footer and the next one's header) is a single piece, so
+    a long conversation is few pieces; the text is that of `render_message` over the turns.
+    """
+    pieces: list[str] = []
+    after = ""
+    for role, content in turns:
+        pieces += [_header(after, role), content]
+        after = MESSAGE_END
+    pieces.append(after + GENERATION_PROMPT)
+    return pieces
+
+
+@lru_cache(maxsize=256)
+def _header(after: str, role: str) -> str:
+    # One shared string per role keeps a resent conversation's markup pieces identical objects.
+    return f"{after}<|im_start|>{role}\n"
 
 
 def _message(line: int, index: int, message: Any) -> tuple[str, str]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from service.domain import MeasuredProfile
-from service.profile.prefix import radix_reuse_rate, sharing_rate
+from service.profile.prefix import prefix_rates
 from service.profile.records import LogRecord, MalformedLine, parse_line
 from service.profile.timing import casebook_median, casebook_p95, peak_concurrency, request_rates
 from service.profile.tokenize import SegmentTokenizer
@@ -66,6 +69,27 @@ def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool 
     Raises:
         ProfileError: On a malformed line in strict mode, or when no request is usable.
     """
+    with gc_paused():
+        return _profile(path, tokenizer, strict, page_size, cache_outputs)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: profiling makes millions of lists and strings and no cycles.
+
+    With the collector on, its full passes over the growing heap took about a third of the profile's time.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _profile(path: Path, tokenizer: SegmentTokenizer | Path, strict: bool, page_size: int,
+             cache_outputs: bool) -> MeasuredProfile:
     records, errors, skipped = read_log(path, strict=strict)
     if not records:
         raise ProfileError(f"{path}: no usable request lines")
@@ -77,6 +101,7 @@ def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool 
     starts = [r.start for r in records if r.start is not None]
     intervals = [(r.start, r.end) for r in records if r.start is not None and r.end is not None]
     mean_rate, peak_rate = request_rates(starts) if starts else (None, None)
+    sharing, radix_reuse = prefix_rates(prompts, completions if cache_outputs else None, page_size)
     return MeasuredProfile(
         requests=len(records),
         skipped_lines=skipped,
@@ -84,8 +109,8 @@ def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool 
         input_p95=casebook_p95(ins),
         output_median=casebook_median(outs),
         output_p95=casebook_p95(outs),
-        prefix_sharing_rate=sharing_rate(prompts),
-        radix_reuse_rate=radix_reuse_rate(prompts, completions if cache_outputs else None, page_size),
+        prefix_sharing_rate=sharing,
+        radix_reuse_rate=radix_reuse,
         peak_concurrency=peak_concurrency(intervals) if intervals else None,
         request_rate=mean_rate,
         peak_request_rate=peak_rate,
