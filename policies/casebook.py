@@ -61,13 +61,13 @@ class CasebookPolicy(_MeasuredPolicy):
         if pattern is None:
             return Verdict.INCONCLUSIVE, shown, f"{_sample_counts(ev)}: inconclusive, baseline kept", []
         uncertain = [c for c in ev.changes if c.direction is Direction.UNCERTAIN]
-        verdict, phrase = pattern_verdict(pattern, ev.changes, slo, objective, ev.cand_checks)
+        verdict, phrase = pattern_verdict(pattern, ev, slo, objective, self.settings)
         notes: list[str] = []
         unproven_worse = [c for c in uncertain if not c.improves]
         if verdict.keeps_candidate() and unproven_worse:
             # Fail safe: a large worsening that noise cannot rule out is read as real before keeping.
             pattern = classify(ev.changes, self.settings, pessimistic=True) or pattern
-            verdict, phrase = pattern_verdict(pattern, ev.changes, slo, objective, ev.cand_checks)
+            verdict, phrase = pattern_verdict(pattern, ev, slo, objective, self.settings, pessimistic=True)
             notes.append("counted as worse because noise cannot rule it out: "
                          + ", ".join(describe(c) for c in unproven_worse))
         headline_text = headline(ev.changes) + (f" ({notes[0]})" if notes else "")

@@ -18,6 +18,10 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         min_failure_rate_change: Smallest absolute failure-rate change that counts (0.002 = 0.2 points).
         tail_tradeoff_change: A tail drop at least this large is "tail latency down a lot", which may pay
             for lost throughput (casebook: chunked prefill gave -63% p99 TTFT for -3.6% throughput).
+        latency_slo_margin: Under the `latency` objective a p99 TTFT rise is kept only while every TTFT
+            target keeps at least this fraction of itself to spare (0.05: p95 at most 950 ms for a 1 s
+            target); a rise that leaves less eats the SLO margin (casebook: EAGLE3's +5% TTFT is kept
+            "as it's within the SLO margin").
         alpha_improvement: Family-wise significance level (Holm) for calling a metric better.
         alpha_regression: Family-wise significance level (Holm) for calling a metric worse; looser than
             `alpha_improvement` because keeping a bad change costs more than missing a good one.
@@ -35,6 +39,7 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     min_tail_change: float = 0.10
     min_failure_rate_change: float = 0.002
     tail_tradeoff_change: float = 0.20
+    latency_slo_margin: float = 0.05
     alpha_improvement: float = 0.002
     alpha_regression: float = 0.05
     min_samples: int = 30

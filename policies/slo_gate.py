@@ -92,6 +92,31 @@ def averaged(results: Sequence[RoundResult]) -> RoundResult:
     )
 
 
+def moved_closer(check: SLOCheck, before: SLOCheck | None) -> bool:
+    """Whether the candidate's actual for a target moved toward it from the baseline's actual.
+
+    Fails closed: a figure either side lacks never counts as closer.
+    """
+    if before is None or before.actual is None or check.actual is None:
+        return False
+    lower_is_better = _TARGETS[check.name][1]
+    return check.actual < before.actual if lower_is_better else check.actual > before.actual
+
+
+# SLO target -> the pattern figures that stand for it (p95/p99 TTFT targets -> p99 TTFT: the TTFT tail the
+# bench reports; an E2E target is TTFT plus the decode time, so both count).
+NAMED_FIGURES: dict[str, tuple[str, ...]] = {
+    "ttft_p95_ms": ("p99_ttft_ms",),
+    "ttft_p99_ms": ("p99_ttft_ms",),
+    "ttft_median_ms": ("median_ttft_ms",),
+    "itl_median_ms": ("median_itl_ms",),
+    "itl_p99_ms": ("p99_itl_ms",),
+    "e2e_p95_ms": ("p99_ttft_ms", "median_itl_ms"),
+}
+
+TTFT_TARGETS = ("ttft_p95_ms", "ttft_p99_ms", "ttft_median_ms")
+
+
 def has_latency_slo(slo: SLO) -> bool:
     """Whether any latency target is set (the casebook keeps stability trade-offs only then)."""
     return any(getattr(slo, name) is not None for name in LATENCY_TARGETS)

@@ -68,22 +68,34 @@ def check_text(check: SLOCheck) -> str:
     return f"{check.name} {actual} (target {_number(check.target)})"
 
 
+def move_text(before: SLOCheck, after: SLOCheck) -> str:
+    """"deadline_hours 17.4 -> 14.1 (target 12.0)"."""
+    def actual(check: SLOCheck) -> str:
+        return "not reported" if check.actual is None else _number(check.actual)
+
+    return f"{after.name} {actual(before)} -> {actual(after)} (target {_number(after.target)})"
+
+
 def figures(changes: list[MetricChange], cand_checks: list[SLOCheck],
             base_checks: list[SLOCheck]) -> dict[str, float]:
-    """The figures a decision carries: values, changes, p-values, CIs and SLO actuals of both sides."""
+    """The figures a decision carries: values, changes, p-values, CIs and SLO actuals of both sides.
+
+    Every value is a plain `float` (never a numpy scalar), so a decision encodes as JSON anywhere.
+    """
     out: dict[str, float] = {}
     for c in changes:
         key = c.spec.key
-        out[f"{key}.baseline"], out[f"{key}.candidate"], out[f"{key}.change"] = c.baseline, c.candidate, c.change
+        out[f"{key}.baseline"], out[f"{key}.candidate"] = float(c.baseline), float(c.candidate)
+        out[f"{key}.change"] = float(c.change)
         if c.p_value is not None:
-            out[f"{key}.p"] = c.p_value
+            out[f"{key}.p"] = float(c.p_value)
         if c.p_adjusted is not None:
-            out[f"{key}.p_adjusted"] = c.p_adjusted
+            out[f"{key}.p_adjusted"] = float(c.p_adjusted)
         if c.ci is not None:
-            out[f"{key}.ci_low"], out[f"{key}.ci_high"] = c.ci
+            out[f"{key}.ci_low"], out[f"{key}.ci_high"] = float(c.ci[0]), float(c.ci[1])
     for side, checks in (("candidate", cand_checks), ("baseline", base_checks)):
         for check in checks:
-            out[f"slo.{check.name}.target"] = check.target
+            out[f"slo.{check.name}.target"] = float(check.target)
             out[f"slo.{check.name}.{side}_met"] = 1.0 if check.met else 0.0
             if check.actual is not None:
                 out[f"slo.{check.name}.{side}"] = float(check.actual)

@@ -5,6 +5,7 @@ decision. Third-party policies can run the same suite by adding themselves to `P
 """
 
 import msgspec
+import numpy as np
 import pytest
 
 from service import SLO, Decision, Objective, Pattern, Policy, RoundStatus, Verdict
@@ -31,7 +32,7 @@ def test_decisions_name_the_policy_pattern_and_a_checkable_sentence(policy):
     assert decision.policy == policy.name
     assert isinstance(decision.verdict, Verdict) and isinstance(decision.pattern, Pattern)
     assert decision.reasons and len(decision.reasons[0].split()) >= 6
-    assert all(isinstance(v, float) for v in decision.figures.values())
+    assert all(type(v) is float for v in decision.figures.values())  # plain floats, never numpy scalars
 
 
 @pytest.mark.parametrize(("slo", "objective"), list(zip(SLOS * 3, OBJECTIVES, strict=False)),
@@ -42,6 +43,8 @@ def test_same_inputs_same_decision_and_inputs_untouched(policy, slo, objective):
     before = msgspec.json.encode([baseline, candidate])
     first = policy.decide(baseline, candidate, slo, objective)
     assert policy.decide(baseline, candidate, slo, objective) == first
+    assert all(type(v) is float for v in first.figures.values())
+    assert msgspec.json.decode(msgspec.json.encode(first), type=Decision) == first
     assert msgspec.json.encode([baseline, candidate]) == before
 
 
@@ -67,3 +70,21 @@ def test_a_large_clean_improvement_is_kept_and_a_large_regression_is_not(policy)
     worse = policy.decide(baseline, [make_round(2, decode_speed=0.7, ttft_scale=1.6)], SLOS[1], OBJECTIVES[1])
     assert better.verdict.keeps_candidate(), better.reasons[0]
     assert worse.verdict is Verdict.ROLLBACK, worse.reasons[0]
+
+
+def _numpy_figures(result):
+    # A runner may hand over numpy scalars (they pass as floats); the decision must not pass them on.
+    bench = {name: np.float64(value) for name in result.bench.__struct_fields__
+             if isinstance(value := getattr(result.bench, name), float)}
+    return msgspec.structs.replace(result, bench=msgspec.structs.replace(result.bench, **bench),
+                                   failure_rate=np.float64(result.failure_rate))
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES, ids=lambda o: o.kind)
+def test_figures_are_plain_floats_even_from_numpy_measurements(policy, objective):
+    slo = SLO(ttft_p95_ms=4000, itl_median_ms=50, deadline_hours=12, deadline_output_tokens=3.6e8)
+    baseline = [_numpy_figures(make_round(1, gpu_hour_price=10.0))]
+    candidate = [_numpy_figures(make_round(2, gpu_hour_price=10.0, decode_speed=1.3))]
+    decision = policy.decide(baseline, candidate, slo, objective)
+    assert decision.figures and all(type(v) is float for v in decision.figures.values())
+    assert msgspec.json.decode(msgspec.json.encode(decision), type=Decision) == decision

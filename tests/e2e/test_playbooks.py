@@ -79,27 +79,37 @@ def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_2048_is_judged_a
     assert chunk[2]["delta"]["summary"] == "chunked prefill 2048"
     assert chunk[2]["figures"]["output_throughput.baseline"] == pytest.approx(
         chunk[1]["result"]["bench"]["output_throughput"])
-    # The simulated 2048 step lowers max and p99 ITL again, which the policy keeps (the casebook rolls it back).
-    assert chunk[2]["verdict"] == "accept"
+    # The simulated 2048 step costs no measurable throughput and lowers p99 and max ITL again: "median flat,
+    # p99 down", kept (the casebook rolls it back for -6.4% throughput and -2.3% p99 TTFT).
+    assert chunk[2]["pattern"] == "median_flat_p99_down" and chunk[2]["verdict"] == "accept"
     assert len(chunk) == 3  # the sweep stops at 2048
 
 
-def test_coding_assistant_fp8_eagle3_and_replicas_as_the_simulator_decides() -> None:
+def test_coding_assistant_keeps_eagle3_within_the_slo_margin() -> None:
     report = tune("coding-assistant")
     assert [r["verdict"] for r in rounds(report, "quantization")] == ["rollback"]  # gain inside the noise
     eagle = rounds(report, "speculative_decoding")[0]
     assert eagle["delta"]["set_server"]["speculative_algorithm"] == "EAGLE3"
     assert eagle["result"]["bench"]["output_throughput"] > 1.2 * eagle["figures"]["output_throughput.baseline"]
-    assert eagle["verdict"] == "rollback"  # the latency objective prefers the lower p99 TTFT
-    # TP2 x 4 and TP4 x 2 are alternatives against the same TP8 baseline; both lose throughput in the simulator.
+    # As in the casebook: p99 TTFT rises, but the TTFT p95 target keeps its margin, so the batch effect is kept.
+    assert eagle["figures"]["p99_ttft_ms.change"] > 0
+    assert eagle["figures"]["slo.ttft_p95_ms.candidate"] < 0.95 * eagle["figures"]["slo.ttft_p95_ms.target"]
+    assert eagle["verdict"] == "keep_tradeoff" and "within the SLO margin" in eagle["reasons"][0]
+
+
+def test_coding_assistant_replicas_are_judged_against_eagle3_and_lose_in_the_simulator() -> None:
+    report = tune("coding-assistant")
+    # TP2 x 4 and TP4 x 2 are alternatives against the same TP8 + EAGLE3 baseline; both break the TTFT SLO
+    # in the simulator.
     split = rounds(report, "parallelism")
     assert [r["delta"]["summary"] for r in split] == ["TP2 x 4 + cache_aware router", "TP4 x 2 + cache_aware router"]
-    judged_against = rounds(report, "chunked_prefill")[-1]["result"]["bench"]["output_throughput"]
+    judged_against = rounds(report, "speculative_decoding")[0]["result"]["bench"]["output_throughput"]
     assert [r["figures"]["output_throughput.baseline"] for r in split] == pytest.approx([judged_against] * 2)
     assert all(r["verdict"] == "rollback" for r in split)
     assert report["slo"]["met"]
     final = server(report)
     assert (final["chunked-prefill-size"], final["enable-mixed-chunk"], final["tp-size"]) == (2048, True, 8)
+    assert final["speculative-algorithm"] == "EAGLE3"
 
 
 def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reordering() -> None:
@@ -118,7 +128,8 @@ def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reo
     hicache = rounds(report, "hicache")
     assert [r["delta"]["summary"] for r in hicache] == ["HiCache ratio 2, page 64, write_through",
                                                         "HiCache ratio 2, page 64, write_back"]
-    assert [r["verdict"] for r in hicache] == ["rollback", "rollback"]  # the KV pool is not full: nothing changed
+    # The simulated KV pool is far from full: nothing to restore from host memory, so nothing is gained.
+    assert [r["verdict"] for r in hicache] == ["rollback", "rollback"]
     assert report["slo"]["met"]
 
 
@@ -133,16 +144,29 @@ def test_nightly_batch_picks_9b_by_the_quality_table() -> None:
     assert argv[argv.index("--model-path") + 1] == "Qwen/Qwen3.6-9B"
 
 
-def test_nightly_batch_speculation_removal_and_batch_gains_are_rolled_back_by_the_deadline_gate() -> None:
+def test_nightly_batch_drops_speculative_decoding_for_bringing_the_deadline_closer() -> None:
     report = tune("nightly-batch")
-    removal, batch = rounds(report, "speculative_decoding")[0], rounds(report, "batch_parameters")[0]
+    removal = rounds(report, "speculative_decoding")[0]
     assert removal["delta"]["set_server"]["speculative_algorithm"] is None
+    # Throughput up, ITL up (the casebook: +20%): no latency SLO, and the missed 12 h deadline moves closer.
+    assert removal["result"]["bench"]["output_throughput"] > 1.2 * removal["figures"]["output_throughput.baseline"]
+    assert removal["figures"]["slo.deadline_hours.candidate"] < removal["figures"]["slo.deadline_hours.baseline"]
+    assert removal["verdict"] == "accept" and "brings the missed target closer" in removal["reasons"][0]
+    assert server(report)["speculative-algorithm"] is None
+
+
+def test_nightly_batch_maximisation_gains_too_little_in_the_simulator_to_be_proven() -> None:
+    report = tune("nightly-batch")
+    batch = rounds(report, "batch_parameters")[0]
     assert batch["delta"]["set_server"]["max_running_requests"] == 512 and batch["delta"]["client_concurrency"] == 512
-    for round_ in (removal, batch):
-        # Both raise throughput (the casebook: +20% and +33%), but the policy rolls back a batch effect while
-        # any SLO target is missed, including the 12 h deadline the candidate brings closer.
-        assert round_["result"]["bench"]["output_throughput"] > 1.2 * round_["figures"]["output_throughput.baseline"]
-        assert round_["verdict"] == "rollback" and "deadline_hours" in round_["reasons"][0]
+    # Judged against the accepted removal: the simulated gain (the casebook: +33%) is not significant at
+    # three repeats, while every latency figure rises, so the baseline is kept and the later steps never run.
+    assert batch["figures"]["output_throughput.baseline"] == pytest.approx(
+        rounds(report, "speculative_decoding")[0]["result"]["bench"]["output_throughput"])
+    throughput = next(line for line in batch["reasons"] if line.startswith("output throughput"))
+    assert ": uncertain" in throughput
+    assert batch["verdict"] == "rollback"
+    assert len(rounds(report, "batch_parameters")) == 1
     assert not report["slo"]["met"]
 
 
@@ -168,6 +192,7 @@ def test_moe_at_scale_proposes_ep_with_dp_attention_and_pd_as_the_casebook_does(
             group["server"]["attention-dp-size"], group["server"]["moe-a2a-backend"]) == (4, 32, 32, 8, "deepep")
     pd = rounds(report, "pd_disaggregation")[0]
     assert pd["delta"]["summary"] == "PD prefill 5 / decode 11"
-    # The simulator (aiconfigurator's measured EP32 all-to-all over four nodes) rates both below TP8 x 16.
+    # In the simulator EP32 loses throughput to TP8 x 16 (aiconfigurator's measured all-to-all over four
+    # nodes), raising the cost per 1M tokens, and the PD split's prefill nodes queue past the TTFT SLO.
     assert [ep["verdict"], pd["verdict"]] == ["rollback", "rollback"]
     assert server(report)["tp-size"] == 8

@@ -25,6 +25,7 @@ def make_round(
     decode_speed: float = 1.0,
     ttft_scale: float = 1.0,
     tail_scale: float = 1.0,
+    itl_tail_scale: float = 1.0,
     running_cap: int | None = None,
     failure_rate: float = 0.0,
     gpu_hour_price: float | None = None,
@@ -45,6 +46,8 @@ def make_round(
         ttft_scale: Multiplies every TTFT (queueing in front of the server).
         tail_scale: Multiplies how far the slowest 20% of TTFTs sit beyond p80 (long prefills
             blocking short ones; chunked prefill shrinks it).
+        itl_tail_scale: Multiplies how far the slowest 10% of inter-token gaps sit beyond p90 (decode
+            steps stalled by prefill insertion; smaller prefill chunks shrink it).
         running_cap: Server-side cap on running requests (--max-running-requests) below `concurrency`:
             the rest queue, so throughput falls to the cap's share and TTFT gains the queue wait.
         failure_rate: Fraction of requests that failed.
@@ -66,6 +69,8 @@ def make_round(
     e2e = ttft + tpot * (out - 1)
     # ITL figures from 32 gaps per request around its TPOT (enough for p99 and max, cheap to draw).
     gaps = np.repeat(tpot, 32) * np.exp(rng.normal(-0.045, 0.3, size=32 * requests))
+    gap_knee = np.quantile(gaps, 0.9)
+    gaps = np.where(gaps > gap_knee, gap_knee + (gaps - gap_knee) * itl_tail_scale, gaps)
     itl_median, itl_p95, itl_p99 = np.percentile(gaps, [50, 95, 99])
     ttft_median, ttft_p95, ttft_p99 = np.percentile(ttft, [50, 95, 99])
     e2e_median, e2e_p95, e2e_p99 = np.percentile(e2e, [50, 95, 99])

@@ -76,10 +76,63 @@ def test_throughput_down_latency_up_is_the_wrong_direction_and_rolled_back(polic
     assert decision.figures["output_throughput.change"] < -0.05
 
 
-def test_the_latency_objective_refuses_a_batch_effect_that_raises_p99_ttft(policy):
+def test_the_latency_objective_keeps_a_p99_ttft_rise_that_stays_within_the_slo_margin(policy):
+    # Casebook EAGLE3: throughput up a lot, TTFT up from the draft model's prefill, "within the SLO margin".
     decision = decide(policy, decode_speed=1.8, ttft_scale=1.35)
+    assert decision.figures["p99_ttft_ms.change"] > 0.2
+    assert decision.figures["slo.ttft_p95_ms.candidate"] < 0.95 * 4000
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.KEEP_TRADEOFF)
+    assert "p99 TTFT rise stays within the SLO margin" in decision.reasons[0]
+
+
+def test_the_latency_objective_rolls_back_a_p99_ttft_rise_that_eats_the_slo_margin(policy):
+    candidate = make_round(8, decode_speed=1.8, ttft_scale=1.35)
+    # The target still holds, with 3% to spare: the SLO gate passes it, the margin does not.
+    tight = SLO(ttft_p95_ms=candidate.bench.p95_ttft_ms / 0.97, itl_median_ms=50)
+    decision = policy.decide([make_round(7)], [candidate], tight, LATENCY)
+    assert all(c.met for c in decision.slo_checks)
     assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.ROLLBACK)
-    assert "latency objective prefers the lower p99 TTFT" in decision.reasons[0]
+    assert "the rise eats the SLO margin: ttft_p95_ms" in decision.reasons[0]
+    # Without a TTFT target there is no margin to spend: the lower p99 TTFT wins.
+    untargeted = decide(policy, slo=SLO(itl_median_ms=50), decode_speed=1.8, ttft_scale=1.35)
+    assert untargeted.verdict is Verdict.ROLLBACK
+    assert "no TTFT target leaves a margin to spend" in untargeted.reasons[0]
+
+
+def test_a_batch_effect_that_brings_a_missed_deadline_closer_is_accepted(policy):
+    # Nightly batch: removing speculative decoding / maximising the batch raise throughput and ITL; the
+    # 12 h deadline is still missed but closer (casebook: 16.9 -> 14.1 -> 10.6 h).
+    slo = SLO(deadline_hours=12, deadline_output_tokens=3.6e8)
+    decision = decide(policy, slo=slo, objective=BATCH, decode_speed=1.3, ttft_scale=1.6)
+    assert not decision.slo_checks[0].met
+    assert decision.figures["slo.deadline_hours.candidate"] < decision.figures["slo.deadline_hours.baseline"]
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.ACCEPT)
+    assert "brings the missed target closer, still missed (deadline_hours " in decision.reasons[0]
+
+
+def test_a_batch_effect_that_worsens_a_missed_target_has_no_headroom(policy):
+    # More throughput on dearer GPUs: the missed cost target moves further away.
+    slo = SLO(cost_per_1m_output_max=1.0)
+    decision = policy.decide([make_round(7, gpu_hour_price=6.0)],
+                             [make_round(8, gpu_hour_price=9.0, decode_speed=1.3, ttft_scale=1.6)], slo, BATCH)
+    assert decision.pattern is Pattern.THROUGHPUT_UP_LATENCY_UP
+    assert decision.verdict is Verdict.ROLLBACK
+    assert "no SLO headroom (cost_per_1m_output_max missed)" in decision.reasons[0]
+
+
+def test_lost_throughput_is_paid_only_by_the_latency_the_slo_names(policy):
+    # Chunk 2048 after 4096: throughput -6.4%, the ITL tail far lower, the TTFT tail the SLO names unchanged.
+    # Three repeats a side: p99 and max ITL have no per-request samples, only the spread across repeats.
+    baseline = [make_round(seed) for seed in (7, 17, 27)]
+    candidate = [make_round(seed + 1, decode_speed=0.936, itl_tail_scale=0.05) for seed in (7, 17, 27)]
+    decision = policy.decide(baseline, candidate, CODING_SLO, LATENCY)
+    assert decision.figures["max_itl_ms.change"] < -0.3
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.ROLLBACK)
+    assert "too little gain on the latency the SLO names" in decision.reasons[0]
+    # An SLO that names the ITL tail is paid by the same drop.
+    itl_tail_slo = SLO(ttft_p95_ms=4000, itl_median_ms=50, itl_p99_ms=1000)
+    kept = policy.decide(baseline, candidate, itl_tail_slo, LATENCY)
+    assert (kept.pattern, kept.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.KEEP_TRADEOFF)
 
 
 @pytest.mark.parametrize("seeds", [(7, 8), (1, 2), (3, 4)])
