@@ -140,13 +140,9 @@ def validate_flags(flags: Mapping[str, FlagValue], *, sglang_version: str | None
         allow: Dangerous flags (or "--flag=value" pairs) the operator has enabled.
         reserved: Flags the caller renders itself and the map may not set.
     """
-    if package == ROUTER:
-        catalogue, issues = _router_catalogue(), []
-    else:
-        found, issues = catalogue_or_issue(sglang_version or "")
-        if found is None:
-            return issues
-        catalogue = found
+    catalogue, issues = _catalogue_for(package, sglang_version)
+    if catalogue is None:
+        return issues
     for spelling, value in flags.items():
         issues += check_flag(spelling, value, catalogue, field=f"{field}.{spelling}", allow=allow)
         spec = catalogue.get(spelling)
@@ -164,13 +160,9 @@ def validate_argv(argv: Sequence[str], *, sglang_version: str | None = None, pac
     Only flags in the version's catalogue, spelled in full, with safe values pass; a runner calls this
     on every argv just before it starts a process.
     """
-    if package == ROUTER:
-        catalogue, issues = _router_catalogue(), []
-    else:
-        found, issues = catalogue_or_issue(sglang_version or "")
-        if found is None:
-            return issues
-        catalogue = found
+    catalogue, issues = _catalogue_for(package, sglang_version)
+    if catalogue is None:
+        return issues
     tokens = list(argv)
     module = "sglang_router.launch_router" if package == ROUTER else "sglang.launch_server"
     if len(tokens) >= 3 and tokens[1] == "-m":
@@ -216,3 +208,10 @@ def _take_values(tokens: list[str], start: int, spec: FlagSpec | None) -> tuple[
     if spec.nargs == "?" and not following:
         return None, start
     return (following[0] if following else ""), start + min(len(following), 1)
+
+
+def _catalogue_for(package: Package, sglang_version: str | None) -> tuple[FlagCatalogue | None, list[ValidationIssue]]:
+    """The router's catalogue, or the SGLang version's (with an issue naming an unknown version)."""
+    if package == ROUTER:
+        return _router_catalogue(), []
+    return catalogue_or_issue(sglang_version or "")
