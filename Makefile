@@ -25,10 +25,10 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 run: install
-	@echo "sglang-tuner on http://$(HOST):$(PORT) (development mode on loopback, SQLite file sglang-tuner.db, simulator runner)"
-	@echo "  API document:   http://$(HOST):$(PORT)/schema"
-	@echo "  first request:  curl -s http://$(HOST):$(PORT)/v1/playbooks"
-	@echo "  start a job:    curl -s -X POST http://$(HOST):$(PORT)/v1/jobs -H 'content-type: application/json' -d '{\"playbook\": \"coding-assistant\"}'"
+	@echo "sglang-tuner: http://$(HOST):$(PORT)   (--dev: requests from loopback need no API key; SQLite file sglang-tuner.db)"
+	@echo "  curl -s http://$(HOST):$(PORT)/llms.txt"
+	@echo "  curl -si -X POST http://$(HOST):$(PORT)/v1/jobs -H 'Content-Type: application/json' -d '{\"playbook\": \"coding-assistant\"}'"
+	@echo "  curl -s 'http://$(HOST):$(PORT)/v1/jobs/<id from the Location header>?wait=30'"
 	$(BIN)/sglang-tuner serve --host $(HOST) --port $(PORT) --dev
 
 test: install-test

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from litestar import Litestar
@@ -16,10 +16,13 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPluginProtocol
 
 from service.api.auth import KeyCache, scope_guard
+from service.api.mcp_mount import STATE_KEY, build_mcp_endpoint, mcp_mount
 from service.api.problems import problem_response
+from service.api.routes.agents import agent_handlers
 from service.api.routes.calculators import calculators_router
 from service.api.routes.catalogue import catalogue_router
 from service.api.routes.deps import provide_runtime
+from service.api.routes.diagnoses import create_diagnosis
 from service.api.routes.events import stream_events
 from service.api.routes.health import health_handlers
 from service.api.routes.jobs import jobs_router
@@ -55,7 +58,7 @@ class TunerPlugin(InitPluginProtocol):
     def _configure_routes(self, app_config: AppConfig) -> None:
         app_config.route_handlers.extend(
             [*health_handlers, catalogue_router, jobs_router([stream_events]), schedules_router, calculators_router,
-             create_profile])
+             create_profile, create_diagnosis, *agent_handlers, mcp_mount])
 
     def _configure_dependencies(self, app_config: AppConfig) -> None:
         app_config.dependencies["runtime"] = Provide(provide_runtime, sync_to_thread=False)
@@ -80,7 +83,7 @@ class TunerPlugin(InitPluginProtocol):
         runtime = self.runtime
 
         @asynccontextmanager
-        async def lifespan(_app: Litestar) -> AsyncIterator[None]:
+        async def lifespan(app: Litestar) -> AsyncIterator[None]:
             await runtime.store.migrate()
             if runtime.settings.dev:
                 log.warning("dev_mode", detail="DEVELOPMENT MODE: requests from loopback need no API key",
@@ -91,8 +94,14 @@ class TunerPlugin(InitPluginProtocol):
                 await runtime.scheduler.start()
             runtime.started = True
             try:
-                yield
+                async with AsyncExitStack() as mcp:
+                    # The MCP session manager's task group lives exactly as long as the app.
+                    endpoint = build_mcp_endpoint(app, runtime)
+                    await mcp.enter_async_context(endpoint.lifespan())
+                    app.state[STATE_KEY] = endpoint
+                    yield
             finally:
+                app.state.pop(STATE_KEY, None)
                 runtime.started = False
                 if runtime.scheduler is not None:
                     await runtime.scheduler.stop()

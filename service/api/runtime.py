@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from service.api.job_views import JobViewCache
 from service.plugin_host import PluginHost
 from service.scheduler import ScheduleRunner
 from service.store import DEFAULT_DB_URL, Store
@@ -31,6 +32,12 @@ class ServiceSettings:
     run_scheduler: bool = True
     sse_poll_seconds: float = 1.0
     key_cache_seconds: float = 5.0
+    # How stale `GET /v1/jobs/{id}` may be for a queued or running job (0: read the database every time).
+    job_view_cache_seconds: float = 0.5
+    # The URL clients use when it is not the bind address (behind a proxy): its host is accepted in the Host
+    # header of /mcp and its origin in Origin, besides loopback.
+    public_url: str | None = None
+    allowed_origins: tuple[str, ...] = ()
 
 
 def is_loopback(host: str) -> bool:
@@ -71,3 +78,4 @@ class ServiceRuntime:
     bell: EventBell
     scheduler: ScheduleRunner | None = None
     started: bool = False
+    job_views: JobViewCache = field(default_factory=lambda: JobViewCache(0.0))

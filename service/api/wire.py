@@ -14,8 +14,21 @@ from service.workers.requests import JobRequest
 JobCreate = JobRequest
 
 
+class NextStep(msgspec.Struct, kw_only=True):
+    """A request that makes sense now, so a client (or an agent) need not read the docs to go on."""
+
+    rel: str
+    method: Literal["GET", "POST"]
+    href: str
+    title: str
+
+
 class JobView(msgspec.Struct, kw_only=True):
-    """A job as clients see it, with its place in the queue while it waits."""
+    """A job as clients see it, with its place in the queue while it waits.
+
+    `links` names every resource of the job; `next` lists the requests that make sense in its current
+    state (follow events or cancel while it runs, read the report once it has finished).
+    """
 
     id: str
     kind: str
@@ -32,6 +45,7 @@ class JobView(msgspec.Struct, kw_only=True):
     finished_at: datetime | None
     stop_reason: str | None
     links: dict[str, str]
+    next: list[NextStep] = msgspec.field(default_factory=list)
 
 
 class JobList(msgspec.Struct, kw_only=True):
@@ -127,14 +141,37 @@ def at(epoch: float | None) -> datetime | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
 
 
+def job_links(job_id: str) -> dict[str, str]:
+    """Every resource of a job, by relation name."""
+    base = f"/v1/jobs/{job_id}"
+    return {"self": base, "rounds": f"{base}/rounds", "report": f"{base}/report", "events": f"{base}/events",
+            "cancel": f"{base}/cancel"}
+
+
+def next_steps(job_id: str, state: JobState) -> list[NextStep]:
+    """The requests that make sense for a job in `state`, most useful first."""
+    links = job_links(job_id)
+    if state.is_terminal():
+        return [NextStep(rel="report", method="GET", href=links["report"],
+                         title="Read the report: rounds, decisions and the final launch commands"),
+                NextStep(rel="rounds", method="GET", href=links["rounds"],
+                         title="List every round with the policy's decision")]
+    return [NextStep(rel="wait", method="GET", href=f"{links['self']}?wait=30",
+                     title="Long-poll: answers as soon as the job's state changes, or after 30 s"),
+            NextStep(rel="events", method="GET", href=links["events"],
+                     title="Follow progress as Server-Sent Events until the job finishes"),
+            NextStep(rel="rounds", method="GET", href=links["rounds"], title="Rounds committed so far"),
+            NextStep(rel="cancel", method="POST", href=links["cancel"],
+                     title="Cancel (write scope); the last accepted deployment stays in force")]
+
+
 def job_view(job: JobRecord, queue_position: int | None) -> JobView:
-    base = f"/v1/jobs/{job.id}"
     return JobView(
         id=job.id, kind=job.kind, playbook=job.playbook, runner=job.runner, state=job.state, resource=job.resource,
         queue_position=queue_position, attempt=job.attempt, cancel_requested=job.cancel_requested,
         schedule_id=job.schedule_id, created_at=at(job.created_at) or datetime.now(UTC), started_at=at(job.started_at),
-        finished_at=at(job.finished_at), stop_reason=job.stop_reason,
-        links={"self": base, "rounds": f"{base}/rounds", "report": f"{base}/report", "events": f"{base}/events"})
+        finished_at=at(job.finished_at), stop_reason=job.stop_reason, links=job_links(job.id),
+        next=next_steps(job.id, job.state))
 
 
 def schedule_view(schedule: ScheduleRecord, next_fire_at: datetime | None) -> ScheduleView:

@@ -39,11 +39,15 @@ def db_option(function: click.decorators.FC) -> click.decorators.FC:
               help="Jobs this instance runs at once.")
 @click.option("--lease-seconds", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
               help="A job whose worker misses heartbeats this long is requeued by the next instance.")
-def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, lease_seconds: float) -> None:
+@click.option("--public-url", default=None, metavar="URL",
+              help="The URL clients use when it is not the bind address (behind a proxy): /mcp accepts its host "
+                   "and origin besides loopback.")
+def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, lease_seconds: float,
+                  public_url: str | None) -> None:
     """Run the sglang-tuner service (jobs, schedules, reports) over HTTP."""
     workers = WorkerSettings(slots=slots, lease_seconds=lease_seconds, heartbeat_seconds=max(lease_seconds / 3, 0.2),
                              reap_every_seconds=max(lease_seconds / 2, 1.0))
-    settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers)
+    settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers, public_url=public_url)
     try:
         check_dev_mode(settings)
     except DevModeRefusedError as exc:

@@ -2,13 +2,13 @@
 
 - `build_server()`: the SDK low-level server (tools, resources, prompts);
 - `run_stdio()`: serve it over stdio (`sglang-tuner mcp`);
-- `mcp_http_app(...)`: the streamable-HTTP ASGI app the service mounts at `/mcp`, with Host/Origin
-  validation and bearer-token scopes;
+- `McpEndpoint`: the streamable-HTTP endpoint the service mounts at `/mcp`, with Host/Origin validation and
+  bearer-token scopes; `mcp_http_app(...)` wraps it as a standalone ASGI app;
 - `openai_tool_schemas()`: the same tools as OpenAI-style function schemas (`GET /v1/tools`).
 """
 
 from service.mcp.catalogue import tool_catalogue
-from service.mcp.http import WRITE_SCOPE, ScopedTokens, caller_may_write, mcp_http_app
+from service.mcp.http import WRITE_SCOPE, McpEndpoint, ScopedTokens, caller_may_write, caller_token, mcp_http_app
 from service.mcp.job_tools import ServiceJobs
 from service.mcp.openai_tools import openai_tool_schemas
 from service.mcp.server import build_server, run_stdio
@@ -17,6 +17,7 @@ from service.mcp.tools import MAX_RESULT_CHARS, ToolInputError, ToolResult, Tool
 __all__ = [
     "MAX_RESULT_CHARS",
     "WRITE_SCOPE",
+    "McpEndpoint",
     "ScopedTokens",
     "ServiceJobs",
     "ToolInputError",
@@ -24,6 +25,7 @@ __all__ = [
     "ToolSpec",
     "build_server",
     "caller_may_write",
+    "caller_token",
     "mcp_http_app",
     "openai_tool_schemas",
     "run_stdio",

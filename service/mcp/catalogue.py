@@ -8,6 +8,7 @@ from service.mcp import job_tools, local_tools
 from service.mcp.inputs import (
     CompareRoundsInput,
     DiagnoseBenchmarkInput,
+    GetJobInput,
     JobInput,
     JobRoundInput,
     PlanCapacityInput,
@@ -55,9 +56,11 @@ def tool_catalogue(jobs: ServiceJobs | None = None) -> list[ToolSpec]:
             "get_job until its state is terminal, then read list_rounds or the report link."),
             StartTuningJobInput, partial(job_tools.start_tuning_job, jobs), writes=True),
         ToolSpec("get_job", (
-            "Read a tuning job's state (queued with its queue position, running, finished, failed, cancelled) "
-            "and links to its rounds, events and report. Use it to poll a job started with start_tuning_job."),
-            JobInput, partial(job_tools.get_job, jobs)),
+            "Read a tuning job's state (queued with its queue position, running, succeeded, failed, cancelled), "
+            "links to its rounds, events and report, and once it has finished its final launch commands. Use it to "
+            "poll a job started with start_tuning_job; pass wait_seconds (up to 60) to wait for the next state "
+            "change instead of polling in a loop."),
+            GetJobInput, partial(job_tools.get_job, jobs)),
         ToolSpec("list_rounds", (
             "List a job's benchmark rounds, one line each: technique tried, state, and the policy's verdict. Use "
             "it to follow progress or to find the round to explain or compare."),

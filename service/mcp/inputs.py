@@ -84,7 +84,8 @@ class StartTuningJobInput(_Input, kw_only=True):
     """Start a tuning job: a playbook applied to a scenario on a runner (the body of POST /v1/jobs)."""
 
     playbook: str
-    runner: str = "simulator"
+    runner: Annotated[str | None, msgspec.Meta(
+        description="Runner name (GET /v1/runners); left out, the playbook's runner, else the simulator.")] = None
     scenario: dict[str, Any] | None = None
     resource: str | None = None
     kind: Literal["tune", "round"] = "tune"
@@ -94,6 +95,14 @@ class JobInput(_Input, kw_only=True):
     """A job to read or act on."""
 
     job_id: JobId
+
+
+class GetJobInput(_Input, kw_only=True):
+    """A job to read, optionally waiting for its state to change."""
+
+    job_id: JobId
+    wait_seconds: Annotated[float, msgspec.Meta(
+        ge=0, le=60, description="Long-poll: answer as soon as the job's state changes, or after this long.")] = 0.0
 
 
 class JobRoundInput(_Input, kw_only=True):

@@ -2,19 +2,22 @@
 
 Jobs are durable and run in the service's workers, so these tools speak to the service's HTTP API
 (`/v1/jobs`) rather than running the engine inside the MCP process: a job started by an agent survives the
-agent's session and shows up for people in the API and the report pages. The service is found through
-`SGLANG_TUNER_URL`; a write-scoped key for start and cancel comes from `SGLANG_TUNER_TOKEN`.
+agent's session and shows up for people in the API and the report pages. Over stdio the service is found
+through `SGLANG_TUNER_URL`, with a key from `SGLANG_TUNER_TOKEN`; mounted in the service at `/mcp`, the
+same requests go to the service's own app in-process, carrying the caller's bearer token, so one code path
+(and one set of scope checks) serves both.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from service.mcp.inputs import CompareRoundsInput, JobInput, JobRoundInput, StartTuningJobInput
+from service.mcp.inputs import CompareRoundsInput, GetJobInput, JobInput, JobRoundInput, StartTuningJobInput
 from service.mcp.tools import ToolInputError, ToolResult, bounded
 
 URL_ENV = "SGLANG_TUNER_URL"
@@ -30,11 +33,23 @@ class ServiceUnavailable(ToolInputError):
 
 @dataclass(frozen=True)
 class ServiceJobs:
-    """A client of the service's job API."""
+    """A client of the service's job API.
+
+    Attributes:
+        base_url: The service's URL (None: no service; job tools say how to start one).
+        token: The API key to send.
+        timeout: Seconds to wait for an answer (a long-poll adds its wait).
+        transport: An httpx transport, e.g. `httpx.ASGITransport(app)` to call the service in-process.
+        public_url: The base of the links handed to agents; "" for paths relative to the service.
+        caller_token: Returns the token to send per request (the MCP caller's), instead of `token`.
+    """
 
     base_url: str | None
     token: str | None = None
     timeout: float = 10.0
+    transport: httpx.AsyncBaseTransport | None = None
+    public_url: str | None = None
+    caller_token: Callable[[], str | None] | None = None
 
     @classmethod
     def from_env(cls) -> ServiceJobs:
@@ -43,9 +58,11 @@ class ServiceJobs:
 
     def link(self, path: str) -> str:
         """The full URL of an API path (the path alone when no service is configured)."""
-        return f"{self.base_url.rstrip('/')}{path}" if self.base_url else path
+        base = self.public_url if self.public_url is not None else self.base_url
+        return f"{base.rstrip('/')}{path}" if base else path
 
-    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+                   params: dict[str, Any] | None = None, extra_timeout: float = 0.0) -> Any:
         """Send one request and return the decoded JSON body.
 
         Raises:
@@ -54,10 +71,12 @@ class ServiceJobs:
         if not self.base_url:
             raise ServiceUnavailable(f"job tools need a running service: start `sglang-tuner serve` and set {URL_ENV} "
                                      f"(and {TOKEN_ENV} to a write-scoped key to start or cancel jobs).")
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        token = self.caller_token() if self.caller_token is not None else self.token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            async with httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, headers=headers) as client:
-                response = await client.request(method, path, json=body)
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout + extra_timeout, headers=headers,
+                                         transport=self.transport) as client:
+                response = await client.request(method, path, json=body, params=params)
         except httpx.HTTPError as exc:
             raise ServiceUnavailable(f"cannot reach the service at {self.base_url}: {exc}. Fix: check {URL_ENV}.") from exc
         if response.status_code >= 400:
@@ -85,19 +104,44 @@ def _job_links(jobs: ServiceJobs, job_id: str) -> dict[str, str]:
 
 async def start_tuning_job(jobs: ServiceJobs, args: StartTuningJobInput) -> ToolResult:
     """POST /v1/jobs."""
-    body = {"playbook": args.playbook, "runner": args.runner, "kind": args.kind}
-    body |= {k: v for k, v in (("scenario", args.scenario), ("resource", args.resource)) if v is not None}
+    body: dict[str, Any] = {"playbook": args.playbook, "kind": args.kind}
+    body |= {k: v for k, v in (("runner", args.runner), ("scenario", args.scenario), ("resource", args.resource))
+             if v is not None}
     job = await jobs.call("POST", "/v1/jobs", body)
     return ToolResult(summary=f"Job {job['id']} is {job['state']} (playbook {job['playbook']}, runner {job['runner']}). "
                               "Poll get_job until its state is terminal.",
                       data=job, links=_job_links(jobs, job["id"]))
 
 
-async def get_job(jobs: ServiceJobs, args: JobInput) -> ToolResult:
-    """GET /v1/jobs/{id}."""
-    job = await jobs.call("GET", f"/v1/jobs/{args.job_id}")
+async def get_job(jobs: ServiceJobs, args: GetJobInput) -> ToolResult:
+    """GET /v1/jobs/{id} (long-polled with `wait_seconds`); a finished job also shows its final launch commands."""
+    params = {"wait": args.wait_seconds} if args.wait_seconds else None
+    job = await jobs.call("GET", f"/v1/jobs/{args.job_id}", params=params, extra_timeout=args.wait_seconds)
     queued = f", position {job['queue_position']} in the queue" if job.get("queue_position") is not None else ""
-    return ToolResult(summary=f"Job {job['id']}: {job['state']}{queued}.", data=job, links=_job_links(jobs, args.job_id))
+    summary = f"Job {job['id']}: {job['state']}{queued}."
+    data: dict[str, Any] = {"job": job}
+    if job["state"] in FINISHED:
+        report = await jobs.call("GET", f"/v1/jobs/{args.job_id}/report")
+        final = _final(report)
+        data["final"] = final
+        summary += f" Stop reason: {job.get('stop_reason')}." + "".join(
+            f"\n{command}" for command in final["commands"])
+    bounded_data, truncated = bounded(data)
+    return ToolResult(summary=summary, data=bounded_data, truncated=truncated, links=_job_links(jobs, args.job_id))
+
+
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+def _final(report: dict[str, Any]) -> dict[str, Any]:
+    """The final deployment's launch commands (as argv lists and as shell lines), the SLO check, what was kept."""
+    engine = report.get("final") if isinstance(report.get("final"), dict) else {}
+    final = engine.get("final") or {}
+    processes = [*(final.get("launch_commands") or []), *filter(None, [final.get("router_command")])]
+    commands = [" ".join([*(f"{k}={v}" for k, v in (p.get("env") or {}).items()), *p.get("argv", [])])
+                for p in processes]
+    return {"launch_commands": final.get("launch_commands") or [], "router_command": final.get("router_command"),
+            "commands": commands, "slo": engine.get("slo"), "kept": (engine.get("job") or {}).get("accepted")}
 
 
 async def cancel_job(jobs: ServiceJobs, args: JobInput) -> ToolResult:

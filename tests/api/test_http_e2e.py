@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,64 +10,22 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.api.service_process import Service, create_key, free_port
+
 pytestmark = pytest.mark.slow
 
-CLI = str(Path(sys.executable).parent / "sglang-tuner")
 JOB = {"playbook": "coding-assistant"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Service:
-    """One `sglang-tuner serve` process on a loopback port."""
-
-    def __init__(self, db: Path, port: int) -> None:
-        self.db, self.port = db, port
-        self.url = f"http://127.0.0.1:{port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "SGLANG_TUNER_DB": str(self.db)}
-        self.process = subprocess.Popen([CLI, "serve", "--port", str(self.port), "--lease-seconds", "2"], env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("the service did not become ready")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    running = Service(tmp_path / "tuner.db", _free_port())
+    running = Service(tmp_path / "tuner.db", free_port())
     yield running
     running.stop()
 
 
 def _token(db: Path, scope: str) -> str:
-    made = subprocess.run([CLI, "keys", "create", "--name", "e2e", "--scope", scope, "--db", str(db)],
-                          capture_output=True, text=True, check=True)
-    return made.stdout.strip().splitlines()[0]
+    return create_key(db, scope, "e2e")
 
 
 def _wait(client: httpx.Client, path: str, done: callable, timeout: float = 60.0) -> object:

@@ -34,7 +34,8 @@ def test_replayed_idempotency_key_returns_the_same_job(client: TestClient, token
     headers = {**auth(tokens["write"]), "Idempotency-Key": "retry-1"}
     first = client.post("/v1/jobs", json=JOB, headers=headers)
     again = client.post("/v1/jobs", json=JOB, headers=headers)
-    assert first.status_code == 201 and again.status_code == 200
+    assert first.status_code == 202 and first.headers["location"] == f"/v1/jobs/{first.json()['id']}"
+    assert again.status_code == 200
     assert first.json()["id"] == again.json()["id"]
     other = client.post("/v1/jobs", json={**JOB, "runner": "gpu-host"}, headers=headers)
     assert other.status_code == 422 and other.json()["field"] == "Idempotency-Key"

@@ -9,7 +9,7 @@ import respx
 
 from service.mcp import ServiceJobs, ToolInputError
 from service.mcp import job_tools as jt
-from service.mcp.inputs import CompareRoundsInput, JobInput, JobRoundInput, StartTuningJobInput
+from service.mcp.inputs import CompareRoundsInput, GetJobInput, JobRoundInput, StartTuningJobInput
 
 BASE = "http://tuner.test"
 JOB = {"id": "j1", "kind": "tune", "playbook": "coding-assistant", "runner": "simulator", "state": "queued",
@@ -31,7 +31,7 @@ def test_start_sends_the_job_body_with_the_bearer_token_and_links_the_next_steps
     result = anyio.run(jt.start_tuning_job, JOBS, StartTuningJobInput(playbook="coding-assistant"))
     sent = route.calls.last.request
     assert sent.headers["Authorization"] == "Bearer secret"
-    assert sent.read() == b'{"playbook":"coding-assistant","runner":"simulator","kind":"tune"}'
+    assert sent.read() == b'{"playbook":"coding-assistant","kind":"tune"}'
     assert result.links["report"] == f"{BASE}/v1/jobs/j1/report"
     assert "Poll get_job" in result.summary
 
@@ -51,4 +51,4 @@ def test_service_problems_reach_the_agent_with_the_fix() -> None:
     respx.get(f"{BASE}/v1/jobs/nope").mock(return_value=httpx.Response(
         404, json={"title": "Not Found", "detail": "no job 'nope'", "hint": "GET /v1/jobs lists jobs"}))
     with pytest.raises(ToolInputError, match="404.*no job 'nope'.*GET /v1/jobs lists jobs"):
-        anyio.run(jt.get_job, JOBS, JobInput(job_id="nope"))
+        anyio.run(jt.get_job, JOBS, GetJobInput(job_id="nope"))

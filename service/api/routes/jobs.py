@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get, post
@@ -18,6 +19,8 @@ from service.workers.requests import JobRequestError, new_job
 
 _READ, _WRITE = {"scope": "read"}, {"scope": "write"}
 _JOB_HINT = "GET /v1/jobs lists the jobs this service knows"
+# A long-poll holds a connection and delays a graceful shutdown by at most this long.
+MAX_WAIT_SECONDS = 60.0
 JobId = Annotated[str, PathParameter(description="Job id, as returned by POST /v1/jobs.", max_length=64)]
 
 
@@ -32,7 +35,7 @@ async def _view(runtime: Runtime, job: JobRecord) -> JobView:
     return job_view(job, await runtime.store.queue_position(job))
 
 
-@post("/", operation_id="createJob", opt=_WRITE, security=SECURITY,
+@post("/", operation_id="createJob", opt=_WRITE, security=SECURITY, status_code=202,
       responses=problem_responses(400, 401, 403, 413, 422))
 async def create_job(
     data: JSONBody[JobCreate],
@@ -42,7 +45,10 @@ async def create_job(
         name="Idempotency-Key", required=False, min_length=1, max_length=200,
         description="Retrying with the same key and body returns the same job instead of a second one.")] = None,
 ) -> Response[JobView]:
-    """Queue a tuning job; 201 for a new job, 200 when an Idempotency-Key replay returns the existing one."""
+    """Queue a tuning job: 202 with a Location to poll for a new job, 200 when an Idempotency-Key replay returns it.
+
+    The job runs in the background; follow `next` in the body (long-poll, events, cancel).
+    """
     try:
         new = new_job(data, runtime.plugins, created_by=key_id_of(request), idempotency_key=idempotency_key)
     except JobRequestError as exc:
@@ -51,8 +57,9 @@ async def create_job(
     if created:
         runtime.workers.wake()
         runtime.bell.ring()
-    return Response(await _view(runtime, job), status_code=201 if created else 200,
-                    headers={"Location": f"/v1/jobs/{job.id}"})
+    view = await _view(runtime, job)
+    runtime.job_views.put(view)
+    return Response(view, status_code=202 if created else 200, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 @get("/", operation_id="listJobs", opt=_READ, security=SECURITY, responses=problem_responses(400, 401, 403, 422))
@@ -71,15 +78,55 @@ async def list_jobs(
     return JobList(items=[await _view(runtime, job) for job in page.items], next_cursor=page.next_cursor)
 
 
-@get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY, responses=problem_responses(401, 403, 404))
-async def get_job(job_id: JobId, runtime: Runtime) -> JobView:
-    """One job, with its queue position while it waits for its runner resource."""
-    return await _view(runtime, await _job_or_404(runtime, job_id))
+@get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY,
+     responses=problem_responses(400, 401, 403, 404))
+async def get_job(
+    job_id: JobId,
+    runtime: Runtime,
+    wait: Annotated[float, QueryParameter(
+        ge=0, le=MAX_WAIT_SECONDS,
+        description="Long-poll: hold the request up to this many seconds and answer as soon as the job's state "
+                    "changes (at once when it has finished).")] = 0.0,
+) -> JobView:
+    """One job, with its queue position while it waits for its runner resource.
+
+    Without `wait`, a queued or running job's view may be up to half a second old (many clients poll the
+    same jobs); with `wait`, the answer is read from the database.
+    """
+    if wait > 0:
+        return await _view(runtime, await _state_change(runtime, await _job_or_404(runtime, job_id), wait))
+
+    async def read() -> JobView | None:
+        job = await runtime.store.get_job(job_id)
+        return None if job is None else await _view(runtime, job)
+
+    view = await runtime.job_views.view(job_id, read)
+    if view is None:
+        raise not_found("job", job_id, _JOB_HINT)
+    return view
+
+
+async def _state_change(runtime: Runtime, job: JobRecord, wait: float) -> JobRecord:
+    """The job once its state differs from `job.state`, or as it is when `wait` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while not job.state.is_terminal():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        # The bell rings on every commit of this process; the poll catches jobs run by other instances.
+        await runtime.bell.wait(min(remaining, runtime.settings.sse_poll_seconds))
+        current = await runtime.store.get_job(job.id)
+        if current is None:
+            break
+        if current.state != job.state:
+            return current
+        job = current
+    return job
 
 
 @post("/{job_id:str}/cancel", operation_id="cancelJob", opt=_WRITE, security=SECURITY, status_code=202,
       responses=problem_responses(401, 403, 404, 409))
-async def cancel_job(job_id: JobId, runtime: Runtime) -> JobView:
+async def cancel_job(job_id: JobId, runtime: Runtime) -> Response[JobView]:
     """Cancel a job: a queued job at once; a running one stops its round and keeps the last accepted deployment."""
     job = await runtime.store.request_cancel(job_id)
     if job is None:
@@ -89,7 +136,9 @@ async def cancel_job(job_id: JobId, runtime: Runtime) -> JobView:
                       field="job_id", hint="only queued or running jobs can be cancelled")
     await runtime.workers.request_cancel(job_id)
     runtime.bell.ring()
-    return await _view(runtime, job)
+    view = await _view(runtime, job)
+    runtime.job_views.put(view)
+    return Response(view, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
 
 
 @get("/{job_id:str}/rounds", operation_id="listJobRounds", opt=_READ, security=SECURITY,

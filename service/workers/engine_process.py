@@ -1,0 +1,140 @@
+"""Run each tuning job's engine in a child process at a lower CPU priority, so the API keeps its latency.
+
+The simulator's rounds are CPU-bound Python. On threads of the service process, twenty of them share the
+interpreter lock with the event loop, and every API request waits behind them (`bench/api.py` measured a
+P99 of seconds for `GET /v1/jobs/{id}`). In a child process niced below the service, a job uses only the
+CPU the API leaves idle. The child reports each round over a pipe and waits for the parent to commit it
+before the next measurement starts, so the durability promise of `JobExecutor` holds unchanged.
+
+Children fork from a forkserver that has already imported the engine, so a job starts in milliseconds
+without inheriting the service's threads. A cancelled job's child is terminated; a child whose parent
+dies finds its pipe closed at its next round and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+from multiprocessing.connection import Connection
+
+import msgspec
+
+from service.domain import Job, Round, Scenario
+from service.plugin_host import PluginHost
+from service.workers.engine_executor import EngineExecutor
+from service.workers.executor import JobOutcome, RoundSink
+
+# Niceness added to job processes (the lowest priority): the API process wins the CPU whenever it has work.
+JOB_NICENESS = 19
+
+
+class _Message(msgspec.Struct, array_like=True):
+    kind: str
+    round: Round | None = None
+    outcome: JobOutcome | None = None
+    error: str | None = None
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(_Message).decode
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["service.workers.engine_process"])
+    return context
+
+
+def _job_main(conn: Connection, job_bytes: bytes, niceness: int) -> None:
+    """The child: rebuild the job, run the engine, send each round and wait for its commit."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(niceness)
+        # Linux: an idle-class task is preempted at once by any other task that wakes, such as the API's loop.
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    job = msgspec.msgpack.decode(job_bytes, type=Job)
+    if isinstance(job.scenario, dict):
+        job.scenario = msgspec.convert(job.scenario, Scenario)
+
+    async def on_round(round_: Round) -> None:
+        conn.send_bytes(_encode(_Message("round", round=round_)))
+        if conn.recv_bytes() != b"ok":  # the parent committed it; anything else means stop
+            raise SystemExit(0)
+
+    try:
+        outcome = asyncio.run(EngineExecutor(PluginHost())._run(job, on_round))
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the service went away; its next start resumes the job from the committed rounds
+    except Exception as exc:  # noqa: BLE001 - the parent fails the job with the message
+        conn.send_bytes(_encode(_Message("error", error=f"{type(exc).__name__}: {exc}")))
+        return
+    conn.send_bytes(_encode(_Message("done", outcome=outcome)))
+
+
+class ProcessEngineExecutor:
+    """A `JobExecutor` that runs the tuning engine for each job in its own niced child process.
+
+    Only jobs whose runner computes rounds itself (restarts no servers, needs no GPU: the simulator) go to a
+    child: terminating a child on cancel must never orphan SGLang servers, so the others run on a thread
+    of this process through `EngineExecutor`. The child loads the installed plugins itself (`PluginHost()`),
+    so use this executor with the default plugin host; a host built in code stays with `EngineExecutor`.
+    """
+
+    def __init__(self, plugins: PluginHost, niceness: int = JOB_NICENESS) -> None:
+        self.plugins = plugins
+        self.in_process = EngineExecutor(plugins)
+        self.niceness = niceness
+        self._context = _context()
+
+    def runs_in_child(self, job: Job) -> bool:
+        """Whether `job`'s runner is pure computation, safe to run (and terminate) in a child process."""
+        try:
+            capabilities = self.plugins.get("runner", job.runner).capabilities
+        except (KeyError, AttributeError):
+            return False
+        return not (capabilities.restarts_servers or capabilities.needs_gpu or capabilities.measures_real_gpus)
+
+    async def run(self, job: Job, on_round: RoundSink) -> JobOutcome:
+        """Run `job`; rounds are committed through `on_round` before the engine goes on."""
+        if not self.runs_in_child(job):
+            return await self.in_process.run(job, on_round)
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_job_main, args=(child, msgspec.msgpack.encode(job), self.niceness),
+                                        name=f"sglang-tuner-{job.id}", daemon=True)
+        process.start()
+        child.close()
+        try:
+            return await self._follow(parent, on_round)
+        finally:
+            # Cancelled or finished: the child goes first, then the pipe closes.
+            if process.is_alive():
+                process.terminate()
+            await asyncio.to_thread(process.join, 5)
+            parent.close()
+
+    async def _follow(self, conn: Connection, on_round: RoundSink) -> JobOutcome:
+        while True:
+            await _readable(conn)
+            try:
+                message = _decode(conn.recv_bytes())
+            except EOFError as exc:
+                raise RuntimeError("the job process exited without a result") from exc
+            if message.kind == "round" and message.round is not None:
+                await on_round(message.round)
+                conn.send_bytes(b"ok")
+            elif message.kind == "done" and message.outcome is not None:
+                return message.outcome
+            else:
+                raise RuntimeError(message.error or f"unexpected message {message.kind!r} from the job process")
+
+
+async def _readable(conn: Connection) -> None:
+    """Wait on the event loop until `conn` has data (or EOF): no thread is held per running job."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(conn.fileno())
