@@ -8,68 +8,15 @@ only makes the user wait a little longer).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import msgspec
 import numpy as np
 
 from policies.changes import LATENCY, TAIL, THROUGHPUT, Comparison, MetricChange, MetricSpec
-from service import SLO, BenchFigures, RoundResult, SLOCheck
+from service import LATENCY_TARGETS, SLO, SLO_TARGETS, BenchFigures, RoundResult, SLOCheck, completion_hours, slo_checks
 
-_SECONDS_PER_HOUR = 3600.0
-
-
-def completion_hours(result: RoundResult, slo: SLO) -> float | None:
-    """Hours to generate the SLO's `deadline_output_tokens` at the round's output throughput."""
-    if slo.deadline_output_tokens is None or result.bench.output_throughput <= 0:
-        return None
-    return slo.deadline_output_tokens / result.bench.output_throughput / _SECONDS_PER_HOUR
-
-
-def _latency(key: str) -> Callable[[RoundResult, SLO], float | None]:
-    # A latency of 0 means "not reported", and an unreported latency never meets a target.
-    return lambda r, _slo: (getattr(r.bench, key) or None)
-
-
-# SLO field -> (how to read the actual from a round, whether lower is better). Failure rate first.
-_TARGETS: dict[str, tuple[Callable[[RoundResult, SLO], float | None], bool]] = {
-    "failure_rate_max": (lambda r, _slo: r.failure_rate, True),
-    "ttft_p95_ms": (_latency("p95_ttft_ms"), True),
-    "ttft_p99_ms": (_latency("p99_ttft_ms"), True),
-    "ttft_median_ms": (_latency("median_ttft_ms"), True),
-    "itl_median_ms": (_latency("median_itl_ms"), True),
-    "itl_p99_ms": (_latency("p99_itl_ms"), True),
-    "e2e_p95_ms": (_latency("p95_e2e_latency_ms"), True),
-    "min_request_throughput": (lambda r, _slo: r.bench.request_throughput, False),
-    "min_output_throughput": (lambda r, _slo: r.bench.output_throughput, False),
-    "deadline_hours": (completion_hours, True),
-    "cost_per_1m_output_max": (lambda r, _slo: r.cost_per_1m_output_tokens, True),
-}
-
-LATENCY_TARGETS = ("ttft_p95_ms", "ttft_p99_ms", "ttft_median_ms", "itl_median_ms", "itl_p99_ms", "e2e_p95_ms")
-
-
-def slo_checks(result: RoundResult, slo: SLO) -> list[SLOCheck]:
-    """Every SLO target that is set, checked against one round (failure rate first).
-
-    Args:
-        result: The round (for repeats, pass `averaged(results)`).
-        slo: The targets; unset targets are not checked.
-
-    Returns:
-        One check per set target: its name (the SLO field), target, actual (None when the round lacks the
-        figure, which never meets the target) and whether it is met.
-    """
-    checks = []
-    for name, (actual_of, lower_is_better) in _TARGETS.items():
-        target = getattr(slo, name)
-        if target is None:
-            continue
-        raw = actual_of(result, slo)
-        actual = None if raw is None else float(raw)
-        met = actual is not None and (actual <= target if lower_is_better else actual >= target)
-        checks.append(SLOCheck(name=name, target=float(target), actual=actual, met=met))
-    return checks
+__all__ = ["LATENCY_TARGETS", "NAMED_FIGURES", "TTFT_TARGETS", "averaged", "completion_hours", "gate", "has_latency_slo", "moved_closer", "slo_checks"]
 
 
 def averaged(results: Sequence[RoundResult]) -> RoundResult:
@@ -99,7 +46,7 @@ def moved_closer(check: SLOCheck, before: SLOCheck | None) -> bool:
     """
     if before is None or before.actual is None or check.actual is None:
         return False
-    lower_is_better = _TARGETS[check.name][1]
+    lower_is_better = SLO_TARGETS[check.name][1]
     return check.actual < before.actual if lower_is_better else check.actual > before.actual
 
 

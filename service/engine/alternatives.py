@@ -11,9 +11,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from service.domain import SLO, ConfigDelta, Decision, Objective, Round, RoundResult, Scenario, Verdict
+from service.domain import (
+    SLO,
+    ConfigDelta,
+    Decision,
+    Objective,
+    Round,
+    RoundResult,
+    Scenario,
+    Verdict,
+    completion_hours,
+)
 from service.engine.measure import mean_result
-from service.engine.slo import completion_hours, slo_checks
+from service.engine.slo import slo_checks
 
 
 @dataclass

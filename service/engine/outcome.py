@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck
+from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck, completion_hours
 from service.engine.budget import Budget
 from service.engine.launch import LaunchCommand
-from service.engine.slo import completion_hours
 
 
 class SkippedStep(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,53 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from statistics import fmean
 from typing import Any
 
 import msgspec
 
-from service.domain import SLO, RoundResult, SLOCheck
-
-# (SLO field, how to read the figure, unit, True when the figure must stay at or below the target)
-_TARGETS: list[tuple[str, Callable[[RoundResult], float | None], str, bool]] = [
-    ("failure_rate_max", lambda r: r.failure_rate, "", True),
-    ("ttft_p95_ms", lambda r: r.bench.p95_ttft_ms, "ms", True),
-    ("ttft_p99_ms", lambda r: r.bench.p99_ttft_ms, "ms", True),
-    ("ttft_median_ms", lambda r: r.bench.median_ttft_ms, "ms", True),
-    ("itl_median_ms", lambda r: r.bench.median_itl_ms, "ms", True),
-    ("itl_p99_ms", lambda r: r.bench.p99_itl_ms, "ms", True),
-    ("e2e_p95_ms", lambda r: r.bench.p95_e2e_latency_ms, "ms", True),
-    ("min_request_throughput", lambda r: r.bench.request_throughput, "req/s", False),
-    ("min_output_throughput", lambda r: r.bench.output_throughput, "tok/s", False),
-    ("cost_per_1m_output_max", lambda r: r.cost_per_1m_output_tokens, "$", True),
-]
-
-
-def completion_hours(result: RoundResult, slo: SLO) -> float | None:
-    """Hours to generate the deadline's output tokens at this round's output throughput (casebook case 3)."""
-    if slo.deadline_output_tokens is None or result.bench.output_throughput <= 0:
-        return None
-    return slo.deadline_output_tokens / result.bench.output_throughput / 3600.0
+from service.domain import SLO, SLO_UNITS, RoundResult, SLOCheck
+from service.domain import slo_checks as domain_slo_checks
+from service.engine.measure import mean_result
 
 
 def slo_checks(results: list[RoundResult], slo: SLO) -> list[SLOCheck]:
     """Every set SLO target against the mean over a round's repeats; a missing figure is not met."""
-    checks: list[SLOCheck] = []
-    for name, read, _unit, at_most in _TARGETS:
-        target = getattr(slo, name)
-        if target is None:
-            continue
-        values = [v for v in (read(r) for r in results) if v is not None]
-        actual = fmean(values) if values else None
-        met = actual is not None and (actual <= target if at_most else actual >= target)
-        checks.append(SLOCheck(name=name, target=float(target), actual=actual, met=met))
-    if slo.deadline_hours is not None:
-        hours = [h for h in (completion_hours(r, slo) for r in results) if h is not None]
-        actual = fmean(hours) if hours else None
-        checks.append(SLOCheck(name="deadline_hours", target=slo.deadline_hours, actual=actual,
-                               met=actual is not None and actual <= slo.deadline_hours))
-    return checks
+    return domain_slo_checks(mean_result(results), slo)
 
 
 def policy_slo_checks(policy: Any, results: list[RoundResult], slo: SLO) -> list[SLOCheck]:
@@ -71,4 +36,4 @@ def _from_policy(item: dict[str, Any]) -> SLOCheck:
                     met=bool(item["met"]))
 
 
-UNITS: dict[str, str] = {name: unit for name, _, unit, _ in _TARGETS} | {"deadline_hours": "h"}
+UNITS: dict[str, str] = SLO_UNITS
