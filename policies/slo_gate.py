@@ -11,32 +11,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
-import numpy as np
 
 from policies.changes import LATENCY, TAIL, THROUGHPUT, Comparison, MetricChange, MetricSpec
-from service import LATENCY_TARGETS, SLO, SLO_TARGETS, BenchFigures, RoundResult, SLOCheck, completion_hours, slo_checks
+from service import (
+    LATENCY_TARGETS,
+    SLO,
+    SLO_TARGETS,
+    RoundResult,
+    SLOCheck,
+    completion_hours,
+    mean_result,
+    slo_checks,
+)
 
 __all__ = ["LATENCY_TARGETS", "NAMED_FIGURES", "TTFT_TARGETS", "averaged", "completion_hours", "gate", "has_latency_slo", "moved_closer", "slo_checks"]
 
 
 def averaged(results: Sequence[RoundResult]) -> RoundResult:
     """One round whose figures are the mean of the repeats' (what the SLO is judged by)."""
-    first = results[0]
-    if len(results) == 1:
-        return first
-    bench: dict[str, float | int] = {}
-    for field in BenchFigures.__struct_fields__:
-        values = [getattr(r.bench, field) for r in results]
-        if all(isinstance(v, int | float) for v in values):
-            mean = float(np.mean(values))
-            bench[field] = round(mean) if isinstance(getattr(first.bench, field), int) else mean
-    costs = [r.cost_per_1m_output_tokens for r in results]
-    return msgspec.structs.replace(
-        first,
-        bench=msgspec.structs.replace(first.bench, **bench),
-        failure_rate=float(np.mean([r.failure_rate for r in results])),
-        cost_per_1m_output_tokens=None if None in costs else float(np.mean(costs)),  # type: ignore[arg-type]
-    )
+    return mean_result(list(results))
 
 
 def moved_closer(check: SLOCheck, before: SLOCheck | None) -> bool:

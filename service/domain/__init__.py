@@ -1,6 +1,6 @@
 """Domain types (msgspec Structs): hardware, models, workloads, SLOs, deployments, rounds and jobs."""
 
-from service.domain.assessment import LATENCY_TARGETS, SLO_TARGETS, SLO_UNITS, completion_hours, slo_checks
+from service.domain.assessment import LATENCY_TARGETS, SLO_TARGETS, SLO_UNITS, completion_hours, mean_result, slo_checks
 from service.domain.bench import (
     BenchFigures,
     BenchSpec,
@@ -46,7 +46,7 @@ from service.domain.workload import (
 )
 
 __all__ = [
-    "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "slo_checks",
+    "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "mean_result", "slo_checks",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",

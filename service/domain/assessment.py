@@ -7,12 +7,17 @@ a decision and the report that quotes it never disagree.
 from __future__ import annotations
 
 from collections.abc import Callable
+from statistics import fmean
+from typing import TypeVar
 
-from service.domain.bench import RoundResult
+import msgspec
+
+from service.domain.bench import BenchFigures, RoundResult, ServerMetrics
 from service.domain.slo import SLO
 from service.domain.tuning import SLOCheck
 
 SECONDS_PER_HOUR = 3600.0
+_Figures = TypeVar("_Figures", BenchFigures, ServerMetrics)
 
 
 def completion_hours(result: RoundResult, slo: SLO) -> float | None:
@@ -68,3 +73,34 @@ def slo_checks(result: RoundResult, slo: SLO) -> list[SLOCheck]:
         met = actual is not None and (actual <= target if lower_is_better else actual >= target)
         checks.append(SLOCheck(name=name, target=float(target), actual=actual, met=met))
     return checks
+
+
+def mean_result(results: list[RoundResult]) -> RoundResult:
+    """One result whose bench and server figures are the means over the repeats (what SLOs, decisions and reports judge).
+
+    The first repeat's status, provenance and per-request samples are kept; a figure a repeat did not
+    report (None) is left out of its mean.
+    """
+    first = results[0]
+    if len(results) == 1:
+        return first
+    bench = _mean_struct(first.bench, [r.bench for r in results])
+    server = _mean_struct(first.server, [r.server for r in results])
+    costs = [r.cost_per_1m_output_tokens for r in results if r.cost_per_1m_output_tokens is not None]
+    imbalance = [r.expert_imbalance for r in results if r.expert_imbalance is not None]
+    return msgspec.structs.replace(
+        first, bench=bench, server=server, failure_rate=fmean(r.failure_rate for r in results),
+        cost_per_1m_output_tokens=fmean(costs) if costs else None,
+        expert_imbalance=fmean(imbalance) if imbalance else None)
+
+
+def _mean_struct(first: _Figures, items: list[_Figures]) -> _Figures:
+    changes: dict[str, object] = {}
+    for name in first.__struct_fields__:
+        values = [getattr(item, name) for item in items]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if not numbers or len(numbers) != len([v for v in values if v is not None]):
+            continue
+        mean = fmean(numbers)
+        changes[name] = round(mean) if isinstance(getattr(first, name), int) else mean
+    return msgspec.structs.replace(first, **changes)
