@@ -22,11 +22,16 @@ def _ephemeral() -> int:
         return int(probe.getsockname()[1])
 
 
-def free_block(size: int, attempts: int = 200) -> int:
-    """The first port of `size` consecutive free loopback ports."""
+def free_block(size: int, attempts: int = 200, avoid: frozenset[int] = frozenset()) -> int:
+    """The first port of `size` consecutive free loopback ports, none of them in `avoid`.
+
+    A probed port is free again as soon as the probe closes, so two calls can draw the same one: callers
+    pass the ports they already handed out in `avoid`.
+    """
     for _ in range(attempts):
         start = _ephemeral()
-        if start + size < 65535 and all(port_free(LOOPBACK, start + k) for k in range(size)):
+        block = range(start, start + size)
+        if start + size < 65535 and not avoid.intersection(block) and all(port_free(LOOPBACK, k) for k in block):
             return start
     raise OSError(f"no {size} consecutive free ports found")
 
@@ -41,9 +46,14 @@ class PortMap:
         """Where the block `port .. port+size-1` (named `key`) goes."""
         mapped = self.blocks.get((key, port, size))
         if mapped is None or not all(port_free(LOOPBACK, mapped + k) for k in range(size)):
-            mapped = free_block(size)
+            mapped = free_block(size, avoid=self._handed_out(exclude=(key, port, size)))
             self.blocks[(key, port, size)] = mapped
         return mapped
+
+    def _handed_out(self, exclude: tuple[str, int, int]) -> frozenset[int]:
+        """Every port of every other block this map has handed out."""
+        return frozenset(start + k for block, start in self.blocks.items() if block != exclude
+                         for k in range(block[2]))
 
     def remap(self, scenario: Scenario) -> Scenario:
         """The scenario with every worker, bootstrap, router and router-metrics port moved."""
