@@ -90,7 +90,7 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   distinct capacity is the host pool (2x the device pool at ratio 2), not "1 + ratio" times as the casebook
   says; write_back writes only evicted nodes, so its distinct capacity is device + host. The simulator's
   write_back therefore keeps a hit rate no lower than write_through, and gains throughput by moving no
-  bytes for nodes that are never evicted. In the table's small-pool round write_back's hit rate comes out slightly higher.
+  bytes for nodes that are never evicted. In the table's round 3 write_back's hit rate comes out slightly higher.
 * **mem-fraction-static 0.96.** `model_executor/model_runner.py` sizes the KV pool as the memory left after
   weights minus `(1 - mem_fraction_static) x` GPU memory; a larger pool alone never causes retractions.
   What fails is the rest: the activations of the largest forward pass (a 32,768-token chunk of the 9B at
@@ -126,22 +126,29 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   diagnosis (token_usage 0.79, KV replication as the limit) does not reproduce either: DeepSeek-V4-Flash's
   compressed KV is about 22 KB per token in FP8, so the TP8 pool holds about 4 million tokens per node and
   the simulated token_usage is a few %; the queue (2-7 requests per node) does.
-* **HiCache and the p99 (case 2, round 3).** Two modelling errors are fixed: a prompt's length spread now
-  comes from its document (each of the 1,000 documents has its own length, the profile's input lengths
-  less the system prompt, fields and question: mean about 20,000), with the casebook's ~30-token
-  question, where before the p95 was a 4,000-token unique question; and a host hit now costs its PCIe copy before the extend
-  (`mem_cache/hiradix_cache.py` load_back), which was free. The p99 still does not fall: a fifth of the
-  traffic goes to 950 cold documents, and most cold requests in a round ask for a document for the first
-  time or one the host tier has also dropped (write_through's distinct capacity is 2x the device pool, about
-  130 documents per TP2 replica against roughly 475 cold ones routed to it), so the p99 is a full
-  20,000-token prefill that no cache serves. At the casebook's own state (2,000 prompts, TP2 x 2 with
-  cache_aware, fields at the end, mem-fraction 0.88) the device pool already holds the recurring documents
-  (hit rate 0.80 without HiCache, 0.81 with it) and both median and p99 stay level; under the test's smaller
-  pool HiCache cuts the median by over 90% and leaves the p99 level. Strict xfail.
+* **HiCache and the p99 (case 2, round 3).** The casebook's hit rates (0.94 in round 2, 0.97 in round 3) lie
+  above its own trace's sharing rate of 0.81, the most a freshly started server can reach on 2,000 prompts
+  over some 380 distinct documents: they are the hit rates of a live service whose cache is already warm.
+  The case 2 scenario therefore runs on a warm service (`warm_prompts = 2000`: one trace's worth of the same
+  traffic served before the measured run, excluded from it). On a fresh server the misses are first-time
+  documents that no tier holds, and HiCache converts under 2% of the requests; on the warm service at the
+  casebook's round 3 setting (TP2 x 2 behind cache_aware, fields at the end, mem-fraction 0.88, 2,000
+  prompts at concurrency 22), the misses are cold documents the device pool evicted, and write_through
+  restores 2.5-3.5% of the requests from host memory in milliseconds instead of an 0.8 s TP2 prefill. The
+  hit rate rises by 0.02-0.03 (the casebook: +0.03), requests per second by 4-6% (+6.4%), the p99 TTFT falls
+  by 5-23% over six seeds (-38%) because fewer misses queue behind one another, and the median (a hit) moves
+  by -2% to +7%: page 64 recomputes up to 63 tokens past the last full page of every hit
+  (`mem_cache/radix_cache.py` page-aligned match), where the casebook's median falls 13.7%. The write_through
+  host pool is inclusive (see above), so half the casebook's 6% misses are not restored.
 * **cache_aware "halves" TTFT (case 2, round 1).** The simulated cache_aware router raises the hit rate and
   lowers TTFT against round-robin, by less than the casebook's 2.8x: with the front fields changing once a
   minute (the `variable_period_s` of the round-0 scenario) the first request for a document in each minute
-  misses on either router.
+  misses on either router. Against the single TP4 instance it gains no hit rate (the casebook: 0.62 -> 0.79):
+  under LRU eviction two pools of half the size, each serving half of the documents, hold the same share of
+  their traffic as one pool serving all of it (each TP2 pool holds about 61 documents, the TP4 pool 136), so
+  cache contention is not "halved". TP2's per-GPU prefill is 16-24% cheaper than TP4's (less all-reduce in
+  the measured kernels), but its decode is about 20% dearer per GPU and each 20,000-token prefill takes 1.7x
+  as long on two GPUs: throughput is level (+1%) and the median TTFT, a miss, rises.
 * **Batch maximisation and median ITL (case 3, round 3).** Mean ITL and median TPOT rise as the casebook's
   median ITL does. The median ITL alone can fall (it does in the 1,500-prompt direction test), because
   32,768-token chunks interrupt decoding less often than 4,096-token ones (see chunked prefill above).
@@ -239,9 +246,10 @@ def rows() -> list[Row]:  # noqa: PLR0914 - one table, written out
     c2 = load("document-qa-rag-round0", num_prompts=600, warmup_requests=1)
     c2_rr, c2_ca = replicas(c2, 2, 2, "round_robin"), replicas(c2, 2, 2)
     c2_back = workload(c2_ca, "prefix", variable_position="back")
-    # HiCache needs an evicting device pool: mem-fraction-static 0.45 leaves about 20 documents per replica.
-    c2_small = server(c2_back, mem_fraction_static=0.45)
-    c2_hc = server(c2_small, page_size=64, enable_hierarchical_cache=True, hicache_ratio=2.0,
+    # The casebook's round 3: its 2,000-prompt trace on the warm service, TP2 x 2 + cache_aware, fields last.
+    c2_r3 = workload(replicas(load("document-qa-rag-round0", num_prompts=2000, warmup_requests=1), 2, 2), "prefix",
+                     variable_position="back")
+    c2_hc = server(c2_r3, page_size=64, enable_hierarchical_cache=True, hicache_ratio=2.0,
                    hicache_write_policy="write_through")
     c3 = load("nightly-batch-round0", num_prompts=1000, warmup_requests=2)
     c3_9b = msgspec.structs.replace(c3, model="Qwen/Qwen3.6-9B")
@@ -290,12 +298,9 @@ def rows() -> list[Row]:  # noqa: PLR0914 - one table, written out
         Row("2", "cache_aware vs round_robin", "median TTFT", (2510.33, 892.41), c2_rr, c2_ca),
         Row("2", "variable fields to the end", "cache_hit_rate", (0.79, 0.94), c2_ca, c2_back),
         Row("2", "variable fields to the end", "median TTFT", (892.41, 412.88), c2_ca, c2_back),
-        Row("2", "HiCache ratio 2, page 64, write_through (small pool)", "cache_hit_rate", (0.94, 0.97), c2_small,
-            c2_hc),
-        Row("2", "HiCache ratio 2, page 64, write_through (small pool)", "median TTFT", (412.88, 356.20), c2_small,
-            c2_hc),
-        Row("2", "HiCache ratio 2, page 64, write_through (small pool)", "p99 TTFT", (961.22, 594.71), c2_small,
-            c2_hc),
+        Row("2", "HiCache ratio 2, page 64, write_through", "cache_hit_rate", (0.94, 0.97), c2_r3, c2_hc),
+        Row("2", "HiCache ratio 2, page 64, write_through", "median TTFT", (412.88, 356.20), c2_r3, c2_hc),
+        Row("2", "HiCache ratio 2, page 64, write_through", "p99 TTFT", (961.22, 594.71), c2_r3, c2_hc),
         Row("2", "write_back vs write_through", "cache_hit_rate", (0.97, 0.93), c2_hc,
             server(c2_hc, hicache_write_policy="write_back")),
         Row("2", "write_back vs write_through", "output tok/s", (3844.02, 3901.30), c2_hc,

@@ -27,6 +27,10 @@ class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # sends max_new_tokens and stops at EOS, which lets SGLang's new-token ratio under-reserve KV.
     ignore_eos: bool = True
     max_new_tokens: int | None = None
+    # Requests of the workload the server has already served when the measured run starts (excluded from
+    # the figures): a live service's prefix cache is warm, a freshly started server's is empty. Not
+    # bench_serving's --warmup-requests, which repeats the first prompt.
+    warm_prompts: int = 0
 
 
 class Source(StrEnum):
@@ -46,6 +50,9 @@ class Provenance(msgspec.Struct, kw_only=True):
     cost_model_fallback_steps: int = 0
     cost_model_steps: int = 0
     sglang_version: str | None = None
+    # The traffic seed of this repeat, stamped by the engine: repeats of two rounds with the same seed saw
+    # the same prompts, so a policy may compare them pair by pair.
+    seed: int | None = None
     note: str = ""
 
 

@@ -171,8 +171,30 @@ def _fit(head: list[tuple[int, int]], tail: list[tuple[int, int]], length: int, 
 
 def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec, rng: np.random.Generator,
                    count: int | None = None) -> tuple[list[SimRequest], list[SimRequest]]:
-    """Warm-up requests (copies of the first row, as bench_serving does) and measured requests."""
+    """Warm-up requests and measured requests.
+
+    The warm-up is `bench.warm_prompts` requests drawn from the workload (traffic a live service served
+    before the run, which leaves its prefix cache in steady state), then bench_serving's own warm-up:
+    copies of the first measured row.
+    """
     n = count if count is not None else bench.num_prompts
+    served = max(bench.warm_prompts, 0)
+    rows = _workload_requests(workload, bench, model, rng, served + n)
+    for r in rows[:served]:
+        r.warmup = True
+    requests = rows[served:]
+    first = requests[0] if requests else None
+    warm = [] if first is None else [
+        SimRequest(rid=-(k + 1), blocks=first.blocks, input_len=first.input_len,
+                   output_len=min(first.output_len, WARMUP_OUTPUT_CAP),
+                   max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True)
+        for k in range(bench.warmup_requests)]
+    return rows[:served] + warm, requests
+
+
+def _workload_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec, rng: np.random.Generator,
+                       n: int) -> list[SimRequest]:
+    """`n` requests of the workload (lengths, documents, conversations, schemas), in sending order."""
     random_dataset = bench.dataset == "random"
     in_dist, out_dist = _dists(workload, bench)
     inputs = sample_lengths(in_dist, n, rng, cap=max(model.max_context - 64, 64))
@@ -200,13 +222,7 @@ def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec
         out = out if bench.ignore_eos else min(out, max_new)
         requests.append(SimRequest(rid=i, blocks=blocks, input_len=length, output_len=out,
                                    max_new_tokens=max_new, schema=int(schemas[i])))
-    first = requests[0] if requests else None
-    warm = [] if first is None else [
-        SimRequest(rid=-(k + 1), blocks=first.blocks, input_len=first.input_len,
-                   output_len=min(first.output_len, WARMUP_OUTPUT_CAP),
-                   max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True)
-        for k in range(bench.warmup_requests)]
-    return warm, requests
+    return requests
 
 
 def _document_prompt_length(prefix: PrefixStructure, doc_tokens: int) -> int:

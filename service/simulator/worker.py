@@ -188,8 +188,12 @@ class Worker:
         rem_chunk = None if self.res.chunked_prefill_size is None else self.res.chunked_prefill_size * dp
         rem_input = self.res.max_prefill_tokens * dp - (self.running.size if self.setup.mixed_chunk else 0)
         batch: list[tuple[SimRequest, int]] = []
-        if self.chunked is not None:
-            r = self.chunked
+        # `scheduler.py` get_new_batch_prefill: the waiting queue is scanned after add_chunked_req, so the
+        # budget a chunked request's last chunk leaves admits the next requests into the same batch.
+        carried = self.chunked
+        open_ = carried is None
+        if carried is not None:
+            r = carried
             take = r.remaining_prefill if rem_chunk is None else min(r.remaining_prefill, rem_chunk)
             if not self._make_room(take, now):
                 return []
@@ -199,7 +203,11 @@ class Worker:
             rem_input -= take
             if rem_chunk is not None:
                 rem_chunk -= take
-        while self.waiting and self.chunked is None and rem_input > 0 and (rem_chunk is None or rem_chunk > 0):
+            open_ = take == r.remaining_prefill
+            if open_:  # a finishing chunk reserves its decode tokens (`_update_prefill_budget`)
+                rem_total -= min(r.max_new_tokens - r.generated, CLIP_MAX_NEW_TOKENS)
+        while self.waiting and open_ and self.chunked is carried and rem_input > 0 \
+                and (rem_chunk is None or rem_chunk > 0):
             if self.running.size + len(batch) >= self.running.capacity:
                 break
             take = self._try_add(self.waiting[0], now, rem_total, rem_chunk, rem_input, bool(batch))
