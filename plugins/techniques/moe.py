@@ -24,6 +24,8 @@ MIN_SCALE_GPUS = 16
 EXPERTS_PER_GPU = 8  # case 5: 32 GPUs hold 256 experts, 8 each
 GPUS_PER_DP_GROUP = 4  # case 5: --dp-size 8 over 32 GPUs
 BOOTSTRAP_PORT = 8998
+TWO_BATCH_OVERLAP = "--enable-two-batch-overlap"
+MIN_DECODE_NODES = 4  # a decode EP domain no narrower than one case-5 EP instance (32 GPUs)
 
 
 def _scale_reason(scenario: Scenario) -> str | None:
@@ -41,14 +43,21 @@ def ep_instance_gpus(ctx: TuningContext) -> int:
     return min(want, ctx.scenario.hardware.total_gpus)
 
 
-def ep_server(server: ServerConfig, gpus: int) -> ServerConfig:
+def ep_server(server: ServerConfig, gpus: int, overlap: bool | None = None) -> ServerConfig:
     """One EP domain over `gpus`: TP = EP = `gpus`, attention data-parallel in groups of 4 GPUs.
 
     The casebook's `--enable-ep-moe` is gone from SGLang 0.5.9 on; its replacement is `--ep-size` with an
-    all-to-all backend (`service/sglang/replacements.py`), DeepEP for an EP domain spanning nodes.
+    all-to-all backend (`service/sglang/replacements.py`), DeepEP for an EP domain spanning nodes. With
+    `overlap`, `--enable-two-batch-overlap` runs one micro-batch's all-to-all under the other's math
+    (`batch_overlap/two_batch_overlap.py`); None keeps what `server` has.
     """
+    extra = dict(server.extra)
+    if overlap is not None:
+        extra.pop(TWO_BATCH_OVERLAP, None)
+        if overlap:
+            extra[TWO_BATCH_OVERLAP] = True
     return msgspec.structs.replace(server, tp_size=gpus, ep_size=gpus, moe_a2a_backend="deepep",
-                                   attention_dp_size=max(1, gpus // GPUS_PER_DP_GROUP))
+                                   attention_dp_size=max(1, gpus // GPUS_PER_DP_GROUP), extra=extra)
 
 
 class MoeParallelism(Technique):
@@ -77,35 +86,60 @@ class MoeParallelism(Technique):
         return Applicability(False, "EP, DP attention and EPLB are already on.")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        """EP + DP attention, as the casebook's round 1 and with two-batch overlap; then EPLB.
+
+        The two EP layouts are alternatives judged against the same TP baseline: DeepEP's all-to-all crosses
+        InfiniBand between the instance's four nodes on every MoE layer, and SGLang's large-scale EP
+        deployments hide it behind the other micro-batch's math (`--enable-two-batch-overlap`).
+        """
         server = main_server(ctx.scenario)
         if server.ep_size <= 1:
-            gpus = ep_instance_gpus(ctx)
-            group = ctx.scenario.deployment.groups[0]
-            replicas = max(1, ctx.scenario.hardware.total_gpus // gpus)
-            worker = msgspec.structs.replace(group, replicas=replicas, server=ep_server(server, gpus))
-            deployment = msgspec.structs.replace(ctx.scenario.deployment, groups=[worker])
-            return [ConfigDelta(technique=self.name,
-                                summary=f"EP{gpus} + DP attention {gpus // GPUS_PER_DP_GROUP} x {replicas}",
-                                deployment=deployment)]
+            return [self._ep(ctx, overlap) for overlap in (False, True)]
         return [ConfigDelta(technique=self.name, summary=f"EPLB deepseek, {server.ep_size} redundant experts",
                             set_server={"enable_eplb": True, "eplb_algorithm": "deepseek",
                                         "eplb_rebalance_num_iterations": 500,
                                         "ep_num_redundant_experts": server.ep_size},
                             roles=["unified", "decode"])]
 
+    def _ep(self, ctx: TuningContext, overlap: bool) -> ConfigDelta:
+        gpus = ep_instance_gpus(ctx)
+        group = ctx.scenario.deployment.groups[0]
+        replicas = max(1, ctx.scenario.hardware.total_gpus // gpus)
+        worker = msgspec.structs.replace(group, replicas=replicas,
+                                         server=ep_server(main_server(ctx.scenario), gpus, overlap))
+        summary = f"EP{gpus} + DP attention {gpus // GPUS_PER_DP_GROUP} x {replicas}"
+        return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
+                           deployment=msgspec.structs.replace(ctx.scenario.deployment, groups=[worker]))
 
-def pd_deployment(scenario: Scenario, prefill_nodes: int) -> Deployment:
-    """Prefill nodes as TP8 instances, the rest one EP decode domain (casebook case 5 round 3)."""
+
+def prefill_server(base: ServerConfig, gpus_per_node: int, dp_attention: bool) -> ServerConfig:
+    """One prefill node: TP8 without EP (casebook case 5 round 3), or DP attention with EP inside the node.
+
+    The casebook's prefill node drops EP and DP arguments. The alternative is the layout SGLang's own
+    large-scale prefill runs: each GPU attends for its own requests (`--enable-dp-attention`, chunk
+    `chunked_prefill_size // dp`) and experts stay whole with DeepEP over NVLink, so no activation all-reduce
+    over the node per layer and no InfiniBand all-to-all.
+    """
+    prefill = msgspec.structs.replace(
+        base, tp_size=gpus_per_node, ep_size=1, moe_a2a_backend=None, attention_dp_size=1, enable_eplb=False,
+        eplb_algorithm=None, eplb_rebalance_num_iterations=None, ep_num_redundant_experts=None,
+        chunked_prefill_size=16384, mem_fraction_static=0.85, max_running_requests=None,
+        extra={k: v for k, v in base.extra.items() if k != TWO_BATCH_OVERLAP})
+    if not dp_attention:
+        return prefill
+    return msgspec.structs.replace(prefill, ep_size=gpus_per_node, moe_a2a_backend="deepep",
+                                   attention_dp_size=gpus_per_node, extra=dict(base.extra))
+
+
+def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: bool = False) -> Deployment:
+    """Prefill nodes as one-node instances, the rest one EP decode domain (casebook case 5 round 3)."""
     hw = scenario.hardware
     base = main_server(scenario)
     decode_gpus = (hw.nodes - prefill_nodes) * hw.gpus_per_node
     transfer: dict[str, object] = {"disaggregation_transfer_backend": "mooncake"}
-    if hw.interconnect.lower().startswith("ib"):
+    if hw.interconnect.lower().startswith(("ib", "infiniband")):
         transfer["disaggregation_ib_device"] = "mlx5_0"
-    prefill = msgspec.structs.replace(
-        base, tp_size=hw.gpus_per_node, ep_size=1, moe_a2a_backend=None, attention_dp_size=1, enable_eplb=False, eplb_algorithm=None,
-        eplb_rebalance_num_iterations=None, ep_num_redundant_experts=None, chunked_prefill_size=16384,
-        mem_fraction_static=0.85, max_running_requests=None, **transfer)
+    prefill = msgspec.structs.replace(prefill_server(base, hw.gpus_per_node, dp_attention_prefill), **transfer)
     decode = msgspec.structs.replace(
         ep_server(base, decode_gpus), max_running_requests=2048, mem_fraction_static=0.90, **transfer,
         ep_num_redundant_experts=decode_gpus if base.enable_eplb else base.ep_num_redundant_experts)
@@ -130,6 +164,7 @@ class PdDisaggregation(Technique):
     rank: ClassVar[int] = 8
     description: ClassVar[str] = ("Prefill is compute-bound and decode memory-bound; separate pools get their "
                                   "own settings, and the node split trades TTFT against ITL (case 5).")
+    stepwise: ClassVar[bool] = True
 
     def applicable(self, ctx: TuningContext) -> Applicability:
         too_small = _scale_reason(ctx.scenario)
@@ -144,24 +179,26 @@ class PdDisaggregation(Technique):
                                    "disaggregation: each pool gets its opposite optimum (case 5 round 3).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        """The first split; from it the casebook's sweep as alternatives; from a better split, its neighbours.
+        """Splits to try one at a time, each judged against the last accepted deployment.
 
-        Casebook case 5 round 4 tabulates 6/10, 7/9 and 8/8 against 5/11 and keeps the best that holds the
-        ITL SLO (8/8 breaks it). Each split is judged against the same accepted split; a winner's untried
-        neighbours follow while a shift keeps paying.
+        Before a split is kept: the casebook's first split with TP8 prefill nodes (round 3), then
+        DP-attention prefill nodes with EP inside the node from that split towards prefill. Once a split is
+        kept, its neighbours, as round 4 shifts nodes while a shift keeps paying and the ITL SLO holds.
         """
         nodes = ctx.scenario.hardware.nodes
         first = first_prefill_nodes(nodes)
         if not ctx.scenario.deployment.is_pd:
-            return [self._split(ctx, first)]
-        prefill = next(g.replicas for g in ctx.scenario.deployment.groups if g.role == "prefill")
-        if prefill == first:
-            steps = [prefill + 1, prefill + 2, prefill + 3, prefill - 1]
-        else:
-            steps = [prefill + 1, prefill - 1]
-        return [self._split(ctx, p) for p in steps if 1 <= p < nodes]
+            # Until a split is kept: the casebook's first split, then DP-attention prefill nodes from that split
+            # towards prefill, one node at a time, as case 5 round 4 shifts nodes while prefill queues.
+            dp_splits = [self._split(ctx, p, True) for p in range(first, nodes - MIN_DECODE_NODES + 1)]
+            return [self._split(ctx, first, False), *dp_splits]
+        prefill_group = next(g for g in ctx.scenario.deployment.groups if g.role == "prefill")
+        prefill, dp_attention = prefill_group.replicas, prefill_group.server.attention_dp_size > 1
+        return [self._split(ctx, p, dp_attention) for p in (prefill + 1, prefill - 1) if 1 <= p < nodes]
 
-    def _split(self, ctx: TuningContext, prefill_nodes: int) -> ConfigDelta:
+    def _split(self, ctx: TuningContext, prefill_nodes: int, dp_attention: bool) -> ConfigDelta:
         nodes = ctx.scenario.hardware.nodes
-        return ConfigDelta(technique=self.name, summary=f"PD prefill {prefill_nodes} / decode {nodes - prefill_nodes}",
-                           deployment=pd_deployment(ctx.scenario, prefill_nodes))
+        layout = f" (DP attention, EP{ctx.scenario.hardware.gpus_per_node})" if dp_attention else ""
+        return ConfigDelta(technique=self.name,
+                           summary=f"PD prefill {prefill_nodes}{layout} / decode {nodes - prefill_nodes}",
+                           deployment=pd_deployment(ctx.scenario, prefill_nodes, dp_attention))
