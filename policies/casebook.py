@@ -7,9 +7,12 @@ failure rate -> metric-change pattern -> objective.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
-from policies.changes import Direction
+import msgspec
+
+from policies.changes import Direction, MetricChange
 from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_error
 from policies.objectives import failure_verdict, objective_change, objective_override, pattern_verdict
 from policies.patterns import MEANING, classify
@@ -38,10 +41,19 @@ class _MeasuredPolicy(Policy):
             reasons=[sentence, *notes, *detail_lines(ev.changes)],
             figures=figures(ev.changes, ev.cand_checks, ev.base_checks),
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
+            unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
         )
 
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
         raise NotImplementedError
+
+    def _unsettled(self, ev: Evaluation, slo: SLO, objective: Objective, verdict: Verdict, pattern: Pattern) -> bool:
+        """Whether noise, not the measurement, decided: reading every uncertain change as real (better or
+        worse) would give another verdict or pattern, so more repeats could change the decision."""
+        if verdict is Verdict.ERROR or not any(c.direction is Direction.UNCERTAIN for c in ev.changes):
+            return False
+        readings = [_settled(ev, improving) for improving in (True, False)]
+        return any(self._judge(other, slo, objective)[:2] != (verdict, pattern) for other in readings)
 
 
 class CasebookPolicy(_MeasuredPolicy):
@@ -60,6 +72,21 @@ class CasebookPolicy(_MeasuredPolicy):
             return failure[0], shown, f"{describe(ev.failure)}: {failure[1]}", []
         if pattern is None:
             return Verdict.INCONCLUSIVE, shown, f"{_sample_counts(ev)}: inconclusive, baseline kept", []
+        verdict, pattern, sentence, notes = self._read(ev, pattern, slo, objective)
+        hopeful = _hopeful(ev, self.settings.alpha_regression)
+        if not verdict.keeps_candidate() and hopeful is not None:
+            # The verdict hinges on improvements noise cannot confirm yet: say so, so that more repeats
+            # can decide (the engine measures more seeds) instead of calling it "nothing changed".
+            hoped = classify(hopeful.changes, self.settings)
+            if hoped is not None and self._read(hopeful, hoped, slo, objective)[0].keeps_candidate():
+                unproven = [c for c in ev.changes if _suggestive(c, self.settings.alpha_regression)]
+                return (Verdict.INCONCLUSIVE, pattern, f"{headline(ev.changes)}: inconclusive: "
+                        f"{', '.join(describe(c) for c in unproven)} not yet beyond noise, baseline kept", notes)
+        return verdict, pattern, sentence, notes
+
+    def _read(self, ev: Evaluation, pattern: Pattern, slo: SLO,
+              objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
+        """The pattern's verdict, read again pessimistically before keeping, then the objective's say."""
         uncertain = [c for c in ev.changes if c.direction is Direction.UNCERTAIN]
         verdict, phrase = pattern_verdict(pattern, ev, slo, objective, self.settings)
         notes: list[str] = []
@@ -78,6 +105,34 @@ class CasebookPolicy(_MeasuredPolicy):
             sentence = f"{describe(target)} with {headline_text}: {MEANING[pattern]}, {phrase}"
             return verdict, pattern, sentence, notes
         return verdict, pattern, f"{headline_text}: {MEANING[pattern]}, {phrase}", notes
+
+
+def _settled(ev: Evaluation, improving: bool) -> Evaluation:
+    """The evaluation with every uncertain change read as real: improvements better, worsenings worse
+    (`improving`), or the reverse reading where only the uncertain worsenings count."""
+    def settle(c: MetricChange) -> MetricChange:
+        if c.direction is not Direction.UNCERTAIN:
+            return c
+        real = c.improves == improving
+        direction = (Direction.BETTER if c.improves else Direction.WORSE) if real else Direction.FLAT
+        return msgspec.structs.replace(c, direction=direction)
+
+    return dataclasses.replace(ev, changes=[settle(c) for c in ev.changes])
+
+
+def _suggestive(change: MetricChange, alpha: float) -> bool:
+    """An uncertain improvement with evidence at the level a worsening is called by, short of proof."""
+    return (change.direction is Direction.UNCERTAIN and change.improves and change.p_value is not None
+            and change.p_value < alpha)
+
+
+def _hopeful(ev: Evaluation, alpha: float) -> Evaluation | None:
+    """The evaluation with every suggestive improvement read as proven; None when there is none."""
+    if not any(_suggestive(c, alpha) for c in ev.changes):
+        return None
+    changes = [msgspec.structs.replace(c, direction=Direction.BETTER) if _suggestive(c, alpha) else c
+               for c in ev.changes]
+    return dataclasses.replace(ev, changes=changes)
 
 
 def _sample_counts(ev: Evaluation) -> str:

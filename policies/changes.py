@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from policies.noise import SampleBootstrap, holm_adjust, t_test_p, two_proportion_test, welch_log_se
+from policies.pairing import PairedBootstrap, paired_log_se, t_critical
 from policies.settings import PolicySettings
 from service import RoundResult
 
@@ -35,8 +36,8 @@ class MetricSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A bench figure the policy compares, its pattern group and how its noise is estimated.
 
     `sample` names the per-request samples standing in for the figure: ("ttft_ms", 0.99) is a quantile of
-    the TTFT samples; "output_rate" is output tokens over E2E time (throughput at fixed concurrency,
-    Little's law); "request_rate" is requests over E2E time. None means only repeats can measure its noise.
+    the TTFT samples; "output_rate" is output tokens over E2E slot-time (E2E over the concurrency:
+    Little's law); "request_rate" is requests over the same. None means only repeats can measure its noise.
     """
 
     key: str
@@ -95,15 +96,27 @@ class Measurement:
 
     results: list[RoundResult]
     samples: dict[str, np.ndarray]
+    counts: dict[str, tuple[int, ...]]
 
     @classmethod
     def of(cls, results: Sequence[RoundResult]) -> Measurement:
-        """Pool the per-request samples of every repeat."""
+        """Pool the per-request samples of every repeat, remembering how many each repeat gave.
+
+        `e2e_slot_ms` is each request's E2E divided by its repeat's concurrency, so output tokens over it
+        sum to the throughput whatever the client concurrency (Little's law); a candidate that changes
+        the concurrency (the nightly batch's 256 -> 512 clients) is then compared like for like.
+        """
         pooled: dict[str, np.ndarray] = {}
+        counts: dict[str, tuple[int, ...]] = {}
         for name in ("ttft_ms", "e2e_ms", "tpot_ms", "output_tokens"):
             arrays = [np.asarray(getattr(r.samples, name), dtype=float) for r in results]
             pooled[name] = np.concatenate(arrays) if arrays else np.empty(0)
-        return cls(results=list(results), samples=pooled)
+            counts[name] = tuple(len(a) for a in arrays)
+        slots = [np.asarray(r.samples.e2e_ms, dtype=float) / (r.bench.concurrency if r.bench.concurrency > 0 else 1.0)
+                 for r in results]
+        pooled["e2e_slot_ms"] = np.concatenate(slots) if slots else np.empty(0)
+        counts["e2e_slot_ms"] = counts["e2e_ms"]
+        return cls(results=list(results), samples=pooled, counts=counts)
 
     def figures(self, key: str) -> list[float]:
         """One bench figure per repeat."""
@@ -122,7 +135,24 @@ class Comparison:
         self.settings = settings
         self.baseline, self.candidate = Measurement.of(baseline), Measurement.of(candidate)
         self._boot = SampleBootstrap(settings.bootstrap_seed, settings.bootstrap_resamples, settings.bootstrap_block)
+        self._paired = PairedBootstrap(settings.bootstrap_seed, settings.bootstrap_resamples, settings.bootstrap_block)
         self._quantile_se: dict[str, np.ndarray | None] = {}
+
+    @property
+    def seed_paired(self) -> bool:
+        """Whether repeat i of both sides ran on the same traffic seed (the engine stamps the seeds).
+
+        The engine runs the candidate on the baseline's seeds (common random numbers); rounds without
+        seeds, or with different ones, are compared as two independent groups.
+        """
+        base = [r.provenance.seed for r in self.baseline.results]
+        cand = [r.provenance.seed for r in self.candidate.results]
+        return bool(base) and base == cand and None not in base
+
+    def paired(self, name: str = "ttft_ms") -> bool:
+        """Whether request j of repeat i is the same prompt on both sides: same seeds, same request counts."""
+        base, cand = self.baseline.counts[name], self.candidate.counts[name]
+        return self.seed_paired and base == cand and sum(base) > 0
 
     def raw(self, spec: MetricSpec, values: tuple[float, float] | None = None) -> MetricChange:
         """The change of one bench figure with its unadjusted p-value (direction not yet judged).
@@ -143,24 +173,35 @@ class Comparison:
         if noise is None:
             return MetricChange(spec=spec, baseline=base, candidate=cand, change=cand / base - 1.0,
                                 method="too few samples or repeats")
-        se, p, method = noise
-        ci = (math.exp(log_ratio - 1.96 * se) - 1.0, math.exp(log_ratio + 1.96 * se) - 1.0)
+        se, p, method, df = noise
+        half = t_critical(df) * se
+        ci = (math.exp(log_ratio - half) - 1.0, math.exp(log_ratio + half) - 1.0)
         return MetricChange(spec=spec, baseline=base, candidate=cand, change=cand / base - 1.0,
                             p_value=p, ci=ci, method=method)
 
-    def _noise(self, spec: MetricSpec, log_ratio: float) -> tuple[float, float, str] | None:
+    def _noise(self, spec: MetricSpec, log_ratio: float) -> tuple[float, float, str, float] | None:
+        """(standard error of the log ratio, p-value, how it was measured, degrees of freedom)."""
+        base_figures, cand_figures = self.baseline.figures(spec.key), self.candidate.figures(spec.key)
+        n_b, n_c = len(base_figures), len(cand_figures)
+        seeds = paired_log_se(base_figures, cand_figures) if self.seed_paired else None
+        if seeds is not None and n_b >= self.settings.min_paired_seeds:
+            # The seed is what replicates a run: per-seed log ratios are the paired observations. Blocks of
+            # one closed-loop run are not exchangeable (a start burst, a drain), so the per-request
+            # bootstrap is left for rounds with fewer seeds.
+            return seeds[0], t_test_p(log_ratio, *seeds), f"paired t over {n_b} seeds", seeds[1]
         sample_se = self._sample_se(spec)
-        repeats = welch_log_se(self.baseline.figures(spec.key), self.candidate.figures(spec.key))
-        n_b, n_c = len(self.baseline.results), len(self.candidate.results)
+        repeats = seeds if seeds is not None else welch_log_se(base_figures, cand_figures)
+        repeat_text = f"paired t over {n_b} seeds" if seeds is not None else f"Welch t over {n_b}+{n_c} repeats"
+        sample_text = "paired block bootstrap" if self.paired() else "block bootstrap"
         if sample_se is not None and repeats is not None:
             # Both estimates exist: trust the larger, since requests within a run can share more noise
             # (warm-up, drain) than the bootstrap sees.
             se = max(sample_se, repeats[0])
-            return se, t_test_p(log_ratio, se), f"block bootstrap and {n_b}+{n_c} repeats"
+            return se, t_test_p(log_ratio, se), f"{sample_text} and {repeat_text}", math.inf
         if sample_se is not None:
-            return sample_se, t_test_p(log_ratio, sample_se), "block bootstrap of per-request samples"
+            return sample_se, t_test_p(log_ratio, sample_se), f"{sample_text} of per-request samples", math.inf
         if repeats is not None:
-            return repeats[0], t_test_p(log_ratio, *repeats), f"Welch t over {n_b}+{n_c} repeats"
+            return repeats[0], t_test_p(log_ratio, *repeats), repeat_text, repeats[1]
         return None
 
     def _sample_se(self, spec: MetricSpec) -> float | None:
@@ -176,6 +217,8 @@ class Comparison:
         sides = [_rate_samples(side, spec.sample) for side in (self.baseline, self.candidate)]
         if sides[0] is None or sides[1] is None or min(len(sides[0][1]), len(sides[1][1])) < self.settings.min_samples:
             return None
+        if self.paired("e2e_ms"):
+            return self._paired.ratio_se(sides[0], sides[1])
         return self._boot.ratio_se(sides[0], sides[1])
 
     def _quantiles(self, name: str) -> np.ndarray | None:
@@ -184,7 +227,8 @@ class Comparison:
             base, cand = self.baseline.samples[name], self.candidate.samples[name]
             usable = (min(len(base), len(cand)) >= max(1, self.settings.min_samples)
                       and base.min() > 0 and cand.min() > 0)
-            self._quantile_se[name] = self._boot.quantile_se(base, cand, _QUANTILES) if usable else None
+            boot = self._paired if self.paired(name) else self._boot
+            self._quantile_se[name] = boot.quantile_se(base, cand, _QUANTILES) if usable else None
         return self._quantile_se[name]
 
     def failure_rate(self) -> MetricChange:
@@ -201,8 +245,8 @@ class Comparison:
 
 
 def _rate_samples(side: Measurement, sample: str) -> tuple[np.ndarray | None, np.ndarray] | None:
-    # Throughput at fixed concurrency is work over time (Little's law): output tokens or requests per E2E.
-    e2e = side.samples["e2e_ms"]
+    # Throughput is work over time (Little's law): output tokens or requests per E2E slot-time.
+    e2e = side.samples["e2e_slot_ms"]
     numerator = side.samples["output_tokens"] if sample == "output_rate" else None
     if (numerator is not None and len(numerator) != len(e2e)) or len(e2e) == 0 or e2e.min() <= 0:
         return None

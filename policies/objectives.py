@@ -57,8 +57,10 @@ def pattern_verdict(pattern: Pattern, ev: Evaluation, slo: SLO, objective: Objec
         settings: The policy's thresholds.
         pessimistic: Whether unproven worsenings count as worse (the fail-safe second reading).
     """
-    if pattern in (Pattern.THROUGHPUT_UP_LATENCY_DOWN, Pattern.MEDIAN_FLAT_P99_DOWN):
+    if pattern is Pattern.THROUGHPUT_UP_LATENCY_DOWN:
         return Verdict.ACCEPT, "accepted"
+    if pattern is Pattern.MEDIAN_FLAT_P99_DOWN:
+        return _tail_only(ev.changes, slo, objective)
     if pattern is Pattern.THROUGHPUT_UP_LATENCY_UP:
         return _batch_effect(ev, objective, settings)
     if pattern is Pattern.THROUGHPUT_DOWN_TAIL_DOWN:
@@ -108,6 +110,19 @@ def named_figures(slo: SLO, objective: Objective) -> set[str]:
     if objective.kind == "latency":
         named.add("p99_ttft_ms")
     return named
+
+
+def _tail_only(changes: list[MetricChange], slo: SLO, objective: Objective) -> tuple[Verdict, str]:
+    # Casebook "Median unchanged, p99 only down: typical of HiCache/warming". Under a latency SLO the tail
+    # that falls must be one the SLO or objective names: a smaller prefill chunk that only shortens decode
+    # stalls (max ITL) under a TTFT-tail and median-ITL SLO buys nothing anyone asked for, and is where the
+    # chunk sweep meets diminishing returns (casebook case 1 stops at 4096). With no latency target named,
+    # any tail drop at flat throughput is welcome.
+    named = named_figures(slo, objective)
+    if not named or any(c.spec.key in named and c.direction is Direction.BETTER for c in changes):
+        return Verdict.ACCEPT, "accepted"
+    fell = ", ".join(describe(c) for c in changes if c.direction is Direction.BETTER)
+    return Verdict.ROLLBACK, f"rolled back: the tail that fell ({fell}) is not one the SLO names, diminishing returns"
 
 
 def _stability_tradeoff(changes: list[MetricChange], slo: SLO, objective: Objective, settings: PolicySettings,

@@ -32,6 +32,9 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         bootstrap_seed: Seed of the bootstrap, so the same inputs always give the same decision.
         bootstrap_block: Requests per bootstrap block; 0 picks sqrt(n). Blocks keep neighbouring
             requests together, since requests that shared a batch are not independent.
+        min_paired_seeds: With at least this many seed-paired repeats per side (the engine runs the
+            candidate on the baseline's seeds), each figure is judged by a paired t over the per-seed log
+            ratios alone; with fewer, the per-request bootstrap supplies the noise.
     """
 
     min_throughput_change: float = 0.03
@@ -47,3 +50,4 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     bootstrap_resamples: int = 300
     bootstrap_seed: int = 20260807
     bootstrap_block: int = 0
+    min_paired_seeds: int = 3

@@ -10,6 +10,11 @@ from service import Applicability, ConfigDelta, Technique, TuningContext
 BIG_CHUNK = 32768  # case 3: latency is irrelevant, so prefills are not split
 MEM_STEP = 0.02  # case 3 probes 0.94 -> 0.96 and rolls back on preemption
 MEM_CEILING = 0.96
+# Casebook "Server Metrics": token_usage 0.5-0.85 is the normal range. Below half, the KV pool can hold
+# twice the running requests, so the running cap, not memory, is what limits the batch.
+ROOMY_TOKEN_USAGE = 0.5
+# The running cap binds when the server runs at least this share of it on average.
+CAP_BINDS = 0.8
 
 
 class BatchParameters(Technique):
@@ -52,7 +57,23 @@ class BatchParameters(Technique):
             out.append(ConfigDelta(technique=self.name, summary=f"mem-fraction-static {new}",
                                    set_server={"mem_fraction_static": new}))
         running = server.max_running_requests
+        if client <= running and _pool_has_room(ctx, running):
+            # The KV pool is under half used while the running cap is full: raise the cap and the client
+            # together (casebook case 3 round 4: match --max-running-requests and client concurrency).
+            out.append(ConfigDelta(
+                technique=self.name,
+                summary=f"max-running-requests {2 * running} with client concurrency {2 * running}",
+                set_server={"max_running_requests": 2 * running}, client_concurrency=2 * running))
         if client <= running:
             out.append(ConfigDelta(technique=self.name, summary=f"client concurrency {2 * running}",
                                    client_concurrency=2 * running))
         return out
+
+
+def _pool_has_room(ctx: TuningContext, running_cap: int) -> bool:
+    """Whether the last accepted round ran near its running cap with the KV pool under half used."""
+    measured = ctx.baseline
+    if measured is None or running_cap <= 0:
+        return False
+    server = measured.server
+    return 0 < server.token_usage < ROOMY_TOKEN_USAGE and server.num_running_reqs >= CAP_BINDS * running_cap

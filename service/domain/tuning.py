@@ -72,6 +72,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     # The SLO assessment both sides were judged by (repeats averaged), for the report.
     slo_checks: list[SLOCheck] = msgspec.field(default_factory=list)
     baseline_slo_checks: list[SLOCheck] = msgspec.field(default_factory=list)
+    # More repeats could change this decision (a change large enough to matter is not yet beyond noise):
+    # the engine measures more seeds on both sides, within its budget, and asks again.
+    unsettled: bool = False
 
 
 class RoundState(StrEnum):

@@ -46,6 +46,9 @@ from service.engine.states import move_job, move_round
 
 # Casebook: "a round whose measurement failed" never counts; after this many in a row the job pauses.
 MAX_CONSECUTIVE_ERRORS = 4
+# An inconclusive round is measured again on as many new seeds (both sides), up to this many times the
+# playbook's repeats, and decided on all of them (sequential testing, bounded by the budget).
+MAX_REPEAT_FACTOR = 2
 
 
 @dataclass
@@ -206,9 +209,8 @@ class TuningEngine:
                 # Quality inputs are fixed: a candidate that can never be accepted costs no GPU time.
                 self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
                 return None
-        results = await self._run_round(round_, candidate)
+        results, decision = await self._measure_until_decided(round_, candidate)
         self.budget.count_round()
-        decision = self._decide(results)
         if gate is not None and decision.verdict.keeps_candidate():
             decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
         return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
@@ -230,9 +232,45 @@ class TuningEngine:
         self.budget.charge(results, scenario.deployment.total_gpus())
         return results
 
-    def _seeds(self) -> list[int]:
+    def _seeds(self, start: int = 0, count: int | None = None) -> list[int]:
         # The same seeds for every round: baseline and candidate see the same traffic (paired comparison).
-        return [self.seed + r for r in range(self.repeats)]
+        return [self.seed + r for r in range(start, start + (self.repeats if count is None else count))]
+
+    async def _measure_until_decided(self, round_: Round, candidate: Scenario) -> tuple[list[RoundResult], Decision]:
+        """Measure a candidate; while the policy finds it inconclusive or unsettled, add seeds to both sides and
+        decide again on all of them.
+
+        The baseline gets the same new seeds as the candidate, so the comparison stays paired seed for seed.
+        A failed baseline repeat ends the extension and leaves the inconclusive decision standing.
+        """
+        results = await self._run_round(round_, candidate)
+        decision = self._decide(results)
+        first = len(results)
+        limit = self.repeats * MAX_REPEAT_FACTOR
+        while ((decision.verdict is Verdict.INCONCLUSIVE or decision.unsettled) and len(results) < limit
+               and self.budget.exhausted() is None and await self._baseline_seeds(len(results) + self.repeats)):
+            more = await measure(self.parts.runner, candidate, seeds=self._seeds(len(results)),
+                                 context=self.parts.round_context)
+            self.budget.charge(more, candidate.deployment.total_gpus())
+            results = [*results, *more]
+            decision = self._decide(results)
+        if len(results) > first:
+            note = f"decided on {len(results)} seeds per side: {first} left it to noise"
+            decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, note])
+        return results, decision
+
+    async def _baseline_seeds(self, count: int) -> bool:
+        """Make sure the accepted baseline was measured on the first `count` seeds; False if a repeat fails."""
+        have = len(self.state.baseline)
+        if have >= count:
+            return True
+        more = await measure(self.parts.runner, self.state.accepted, seeds=self._seeds(have, count - have),
+                             context=self.parts.round_context)
+        self.budget.charge(more, self.state.accepted.deployment.total_gpus())
+        if any(r.status is not RoundStatus.OK for r in more):
+            return False
+        self.state.baseline = [*self.state.baseline, *more]
+        return True
 
     def _decide(self, results: list[RoundResult]) -> Decision:
         bad = [r for r in results if r.status is not RoundStatus.OK]
@@ -240,8 +278,10 @@ class TuningEngine:
             why = bad[0].error or f"measurement {bad[0].status.value}"
             return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
                             reasons=[f"measurement did not complete, never accepted: {why}"])
+        # A baseline measured on more seeds (an earlier extended round) is compared on the candidate's seeds.
+        baseline = self.state.baseline[:len(results)]
         try:
-            return self.parts.policy.decide(self.state.baseline, results, self.initial.slo, self.initial.objective)
+            return self.parts.policy.decide(baseline, results, self.initial.slo, self.initial.objective)
         except Exception as exc:  # a policy bug must fail closed, like a failed measurement
             return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
                             reasons=[f"policy {self.parts.policy.name!r} failed: {exc}"])

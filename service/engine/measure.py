@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from service.components import RoundContext, Runner
 from service.domain import Provenance, RoundResult, RoundStatus, Scenario, Source, mean_result
 
@@ -26,8 +28,10 @@ async def measure(runner: Runner, scenario: Scenario, *, seeds: list[int],
 
 async def _repeat(runner: Runner, scenario: Scenario, seed: int, context: RoundContext | None) -> RoundResult:
     try:
-        return await runner.run_round(scenario, seed=seed, context=context)
+        result = await runner.run_round(scenario, seed=seed, context=context)
     except Exception as exc:  # runners should not raise for a measurement failure; if one does, fail closed
         source = Source.MEASURED if runner.capabilities.measures_real_gpus else Source.SIMULATED
         return RoundResult(status=RoundStatus.FAILED, error=f"{type(exc).__name__}: {exc}", error_phase="runner",
-                           provenance=Provenance(source=source, runner=runner.name))
+                           provenance=Provenance(source=source, runner=runner.name, seed=seed))
+    # The seed tells the policy which repeats of two rounds saw the same traffic (a paired comparison).
+    return msgspec.structs.replace(result, provenance=msgspec.structs.replace(result.provenance, seed=seed))

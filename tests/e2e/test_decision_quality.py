@@ -1,10 +1,14 @@
 """Decision quality of the casebook policy on the simulator, with a different seed for every repeat.
 
 Small rounds keep this quick; every repeat of every side draws its own traffic (no seed is shared
-between the baseline and the candidate), so the noise the policy sees is real sampling noise.
-- A/A: the candidate is the baseline itself; at most 1 of 50 may be accepted as an improvement.
+between the baseline and the candidate), so the noise the policy sees is real sampling noise. An A/A
+pair on the same seed would be trivial here: the simulator is deterministic, so both sides are identical.
+- A/A: the candidate is the baseline itself; at most 1 of 50 may be accepted as an improvement, both
+  when the policy compares the sides as two groups and when the rounds claim the same seeds (the paired
+  analysis on pairs that share nothing, as on GPUs whose timings never repeat exactly).
 - Injected regression: capping max-running-requests at 20 under 32 clients loses about 18% of the
-  output throughput (asserted to be 15% or more); at least 19 of 20 such candidates are not kept.
+  output throughput (asserted to be 15% or more); at least 19 of 20 such candidates are not kept, from
+  independent traffic and from the same traffic as the baseline (the engine's paired rounds).
 - A candidate round whose measurement failed or is partial is never accepted, however good its figures.
 """
 
@@ -57,12 +61,17 @@ PARTS = parts_from_host(HOST, Playbook(name="decision-quality"), SCENARIO, cost_
 CONTEXT: RoundContext = PARTS.round_context  # type: ignore[assignment]
 
 
-def measure(scenario: Scenario, first_seed: int) -> list[RoundResult]:
+def measure(scenario: Scenario, first_seed: int, *, claimed_seed: int | None = None) -> list[RoundResult]:
+    """REPEATS repeats on seeds first_seed, first_seed + 1, ...; `claimed_seed` stamps other seed numbers on
+    them, so two rounds of unrelated traffic look paired to the policy."""
     async def repeats() -> list[RoundResult]:
         return [await PARTS.runner.run_round(scenario, seed=first_seed + i, context=CONTEXT) for i in range(REPEATS)]
 
     results = asyncio.run(repeats())
     assert all(r.status is RoundStatus.OK for r in results)
+    if claimed_seed is not None:
+        results = [msgspec.structs.replace(r, provenance=msgspec.structs.replace(r.provenance, seed=claimed_seed + i))
+                   for i, r in enumerate(results)]
     return results
 
 
@@ -82,6 +91,31 @@ def test_a_a_rounds_are_almost_never_accepted() -> None:
         if verdict.keeps_candidate():
             accepted.append((trial, verdict))
     assert len(accepted) <= 1, f"A/A rounds kept as improvements: {accepted}"
+
+
+def test_a_a_rounds_compared_pair_by_pair_are_almost_never_accepted() -> None:
+    accepted = []
+    for trial in range(A_A_TRIALS):
+        seed = 20_000 + 2 * REPEATS * trial
+        baseline = measure(SCENARIO, seed, claimed_seed=seed)
+        candidate = measure(SCENARIO, seed + REPEATS, claimed_seed=seed)  # unrelated traffic, same seed numbers
+        verdict = decide(baseline, candidate)
+        if verdict.keeps_candidate():
+            accepted.append((trial, verdict))
+    assert len(accepted) <= 1, f"A/A rounds kept as improvements: {accepted}"
+
+
+def test_injected_regressions_on_the_baselines_traffic_are_rolled_back() -> None:
+    regressed = capped()
+    kept = []
+    for trial in range(REGRESSION_TRIALS):
+        seed = 60_000 + REPEATS * trial
+        baseline = measure(SCENARIO, seed, claimed_seed=seed)
+        candidate = measure(regressed, seed, claimed_seed=seed)  # the engine's paired rounds: the same prompts
+        verdict = decide(baseline, candidate)
+        if verdict.keeps_candidate():
+            kept.append((trial, verdict))
+    assert len(kept) <= REGRESSION_TRIALS - 19, f"regressions kept: {kept}"
 
 
 def test_injected_regressions_are_rolled_back() -> None:

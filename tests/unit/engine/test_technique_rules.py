@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from plugins.techniques import TECHNIQUES
-from service import ConfigDelta, Technique, TuningContext
+from service import (
+    ConfigDelta,
+    Provenance,
+    RoundResult,
+    RoundStatus,
+    ServerMetrics,
+    Source,
+    Technique,
+    TuningContext,
+)
 from service.engine import apply_delta
 from tests.unit.engine.casebook import CASES, context
 
@@ -121,6 +131,26 @@ def test_batch_parameters_maximise_then_probe_096_then_client_concurrency() -> N
     assert not applies("batch_parameters", context("coding-assistant"))
 
 
+def test_batch_parameters_raise_the_running_cap_only_while_the_kv_pool_has_room() -> None:
+    ctx = context("nightly-batch")
+    raised = then(ctx, first("batch_parameters", ctx))
+
+    def measured(token_usage: float, running: float) -> TuningContext:
+        figures = RoundResult(status=RoundStatus.OK, provenance=Provenance(source=Source.SIMULATED, runner="x"),
+                              server=ServerMetrics(token_usage=token_usage, num_running_reqs=running))
+        return msgspec.structs.replace(raised, baseline=figures)
+
+    # 455 of 512 slots busy and a quarter of the KV pool used: the cap binds, not memory.
+    roomy = [d.summary for d in BY_NAME["batch_parameters"].propose(measured(0.26, 455.0))]
+    assert roomy == ["mem-fraction-static 0.96", "max-running-requests 1024 with client concurrency 1024",
+                     "client concurrency 1024"]
+    # The casebook's pool at 0.93 token usage is full: only the 0.96 probe and the client check remain.
+    full = [d.summary for d in BY_NAME["batch_parameters"].propose(measured(0.93, 487.0))]
+    assert full == ["mem-fraction-static 0.96", "client concurrency 1024"]
+    # A pool with room but a cap that does not bind (the server runs far fewer) raises nothing either.
+    assert len(BY_NAME["batch_parameters"].propose(measured(0.26, 200.0))) == 2
+
+
 def test_model_selection_needs_quality_results() -> None:
     assert [d.model for d in BY_NAME["model_selection"].propose(context("nightly-batch"))] == ["Qwen/Qwen3.6-9B"]
     assert not applies("model_selection", context("coding-assistant"))
@@ -131,17 +161,32 @@ def test_moe_ep_then_eplb_and_pd_only_at_scale() -> None:
     ep = first("moe_parallelism", ctx)
     group = ep.deployment.groups[0]
     assert (group.replicas, group.server.tp_size, group.server.ep_size, group.server.attention_dp_size) == (4, 32, 32, 8)
+    alternatives = BY_NAME["moe_parallelism"].propose(ctx)
+    assert [d.summary for d in alternatives] == ["EP32 + DP attention 8 x 4",
+                                                 "EP32 + DP attention 8 x 4, two-batch overlap"]
+    assert alternatives[1].deployment.groups[0].server.extra["--enable-two-batch-overlap"]
     eplb = first("moe_parallelism", then(ctx, ep)).set_server
     assert eplb["enable_eplb"] and eplb["ep_num_redundant_experts"] == 32
     pd = first("pd_disaggregation", ctx)
     roles = {g.role: g for g in pd.deployment.groups}
     assert roles["prefill"].replicas == 5 and roles["decode"].server.tp_size == 88
     assert pd.deployment.router.decode_policy == "power_of_two"
+    assert (roles["prefill"].server.tp_size, roles["prefill"].server.ep_size) == (8, 1)
+    # Until a split is kept: the casebook's TP8 prefill nodes, then DP-attention prefill nodes, shifting
+    # towards prefill one node at a time; one at a time, each against the last accepted deployment.
+    assert BY_NAME["pd_disaggregation"].stepwise
+    unified = [d.summary for d in BY_NAME["pd_disaggregation"].propose(ctx)]
+    assert unified[:3] == ["PD prefill 5 / decode 11", "PD prefill 5 (DP attention, EP8) / decode 11",
+                           "PD prefill 6 (DP attention, EP8) / decode 10"]
+    assert unified[-1] == "PD prefill 12 (DP attention, EP8) / decode 4"
+    dp_split = BY_NAME["pd_disaggregation"].propose(ctx)[1]
+    prefill = next(g for g in dp_split.deployment.groups if g.role == "prefill").server
+    assert (prefill.tp_size, prefill.ep_size, prefill.attention_dp_size, prefill.moe_a2a_backend) == (8, 8, 8, "deepep")
     sweep = BY_NAME["pd_disaggregation"].propose(then(ctx, pd))
-    assert [d.summary for d in sweep] == ["PD prefill 6 / decode 10", "PD prefill 7 / decode 9",
-                                          "PD prefill 8 / decode 8", "PD prefill 4 / decode 12"]
-    seven = BY_NAME["pd_disaggregation"].propose(then(ctx, sweep[1]))
-    assert [d.summary for d in seven] == ["PD prefill 8 / decode 8", "PD prefill 6 / decode 10"]
+    assert [d.summary for d in sweep] == ["PD prefill 6 / decode 10", "PD prefill 4 / decode 12"]
+    seven = BY_NAME["pd_disaggregation"].propose(then(ctx, BY_NAME["pd_disaggregation"].propose(ctx)[3]))
+    assert [d.summary for d in seven] == ["PD prefill 8 (DP attention, EP8) / decode 8",
+                                          "PD prefill 6 (DP attention, EP8) / decode 10"]
     for name in ("coding-assistant", "document-qa-rag", "nightly-batch", "structured-output"):
         assert not applies("pd_disaggregation", context(name))
         assert not applies("moe_parallelism", context(name))
