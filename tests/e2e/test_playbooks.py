@@ -62,32 +62,44 @@ def test_every_round_carries_the_documented_keys_and_all_repeats() -> None:
     for round_ in report["rounds"]:
         assert {"index", "technique", "delta", "verdict", "pattern", "reasons", "result"} <= set(round_)
         assert round_["reasons"]
-        assert round_["repeats"] == 3  # the casebook playbooks measure every round 3 times
+        # The casebook playbooks measure every round 3 times, and 3 more seeds when noise left it undecided.
+        extended = any(line.startswith("decided on 6 seeds per side") for line in round_["reasons"])
+        assert round_["repeats"] == (6 if extended else 3)
     assert {"deployment", "launch_commands", "router_command"} <= set(report["final"])
     assert {"met", "checks"} == set(report["slo"])
 
 
-def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_2048_is_judged_against_4096() -> None:
+def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_stops_at_4096() -> None:
     report = tune("coding-assistant")
     chunk = rounds(report, "chunked_prefill")
     # 4096 and 4096 + mixed chunk are alternatives against the BF16 TP8 baseline: without mixed chunk
-    # decoding still waits through every chunk (SGLang 0.5.23), so the stall stays and nothing changes.
+    # decoding still waits through every chunk (SGLang 0.5.23), so the stall stays and nothing is gained.
     assert [(r["delta"]["summary"], r["verdict"]) for r in chunk[:2]] == [
         ("chunked prefill 4096", "rollback"), ("chunked prefill 4096 + mixed chunk", "keep_tradeoff")]
     assert chunk[1]["result"]["bench"]["max_itl_ms"] < 0.1 * report["rounds"][0]["result"]["bench"]["max_itl_ms"]
-    # 2048 is judged against the kept 4096 + mixed chunk, not against the baseline.
-    assert chunk[2]["delta"]["summary"] == "chunked prefill 2048"
-    assert chunk[2]["figures"]["output_throughput.baseline"] == pytest.approx(
+    # 2048 is judged against the kept 4096 + mixed chunk, on the same seeds.
+    smaller = chunk[2]
+    assert smaller["delta"]["summary"] == "chunked prefill 2048"
+    assert smaller["figures"]["output_throughput.baseline"] == pytest.approx(
         chunk[1]["result"]["bench"]["output_throughput"])
-    # The simulated 2048 step costs no measurable throughput and lowers p99 and max ITL again: "median flat,
-    # p99 down", kept (the casebook rolls it back for -6.4% throughput and -2.3% p99 TTFT).
-    assert chunk[2]["pattern"] == "median_flat_p99_down" and chunk[2]["verdict"] == "accept"
+    # As the casebook: diminishing returns at 4096. The smaller chunk only shortens decode stalls (max and
+    # p99 ITL) while the TTFT tail the SLO names does not fall, so it is rolled back.
+    assert smaller["figures"]["max_itl_ms.change"] < -0.3
+    assert smaller["figures"]["p99_ttft_ms.change"] > -0.1
+    assert smaller["pattern"] == "median_flat_p99_down" and smaller["verdict"] == "rollback"
+    assert "not one the SLO names" in smaller["reasons"][0]
     assert len(chunk) == 3  # the sweep stops at 2048
+    assert server(report)["chunked-prefill-size"] == 4096
 
 
-def test_coding_assistant_keeps_eagle3_within_the_slo_margin() -> None:
+def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_eagle3_within_the_slo_margin() -> None:
     report = tune("coding-assistant")
-    assert [r["verdict"] for r in rounds(report, "quantization")] == ["rollback"]  # gain inside the noise
+    fp8 = rounds(report, "quantization")[0]
+    # +9% throughput with every tail lower: the casebook's "all metrics improved", proven by a paired t over
+    # the seeds both sides share (as two unrelated groups the gain sat inside the run-to-run noise).
+    assert fp8["verdict"] == "accept" and fp8["pattern"] == "throughput_up_latency_down"
+    assert fp8["figures"]["output_throughput.change"] > 0.05 and fp8["figures"]["output_throughput.ci_low"] > 0
+    assert any("[paired t over" in line for line in fp8["reasons"])
     eagle = rounds(report, "speculative_decoding")[0]
     assert eagle["delta"]["set_server"]["speculative_algorithm"] == "EAGLE3"
     assert eagle["result"]["bench"]["output_throughput"] > 1.2 * eagle["figures"]["output_throughput.baseline"]
@@ -99,16 +111,19 @@ def test_coding_assistant_keeps_eagle3_within_the_slo_margin() -> None:
 
 def test_coding_assistant_replicas_are_judged_against_eagle3_and_lose_in_the_simulator() -> None:
     report = tune("coding-assistant")
-    # TP2 x 4 and TP4 x 2 are alternatives against the same TP8 + EAGLE3 baseline; both break the TTFT SLO
-    # in the simulator.
+    # TP2 x 4 and TP4 x 2 are alternatives against the same chunk 4096 + FP8 + EAGLE3 TP8 baseline (the
+    # casebook's sequence); both break the TTFT SLO in the simulator: a 28k-token paste prefills for about
+    # 3 s on two GPUs (docs/tuning.md).
     split = rounds(report, "parallelism")
     assert [r["delta"]["summary"] for r in split] == ["TP2 x 4 + cache_aware router", "TP4 x 2 + cache_aware router"]
-    judged_against = rounds(report, "speculative_decoding")[0]["result"]["bench"]["output_throughput"]
-    assert [r["figures"]["output_throughput.baseline"] for r in split] == pytest.approx([judged_against] * 2)
-    assert all(r["verdict"] == "rollback" for r in split)
+    tp2 = split[0]
+    assert tp2["figures"]["slo.ttft_p95_ms.candidate"] > tp2["figures"]["slo.ttft_p95_ms.target"]
+    assert tp2["result"]["bench"]["p99_ttft_ms"] > 2000
+    assert all(r["verdict"] == "rollback" and "breaks an SLO the baseline met" in r["reasons"][0] for r in split)
     assert report["slo"]["met"]
     final = server(report)
-    assert (final["chunked-prefill-size"], final["enable-mixed-chunk"], final["tp-size"]) == (2048, True, 8)
+    assert (final["chunked-prefill-size"], final["quantization"], final["kv-cache-dtype"], final["tp-size"]) == (
+        4096, "fp8", "fp8_e5m2", 8)
     assert final["speculative-algorithm"] == "EAGLE3"
 
 
@@ -118,18 +133,28 @@ def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reo
     assert [r["delta"]["summary"] for r in routers] == ["TP2 x 2 + round_robin router",
                                                         "TP2 x 2 + cache_aware router"]
     baseline = report["rounds"][0]["result"]["bench"]["output_throughput"]
-    assert all(r["figures"]["output_throughput.baseline"] == pytest.approx(baseline) for r in routers)
+    # Both against TP4 (an undecided comparison may add baseline seeds, which moves its mean a little).
+    assert all(r["figures"]["output_throughput.baseline"] == pytest.approx(baseline, rel=0.02) for r in routers)
     rr, cache_aware = (r["result"] for r in routers)
-    # cache_aware keeps the hit rate round-robin loses, but in the simulator neither TP2 split beats one TP4.
+    # cache_aware keeps the hit rate round-robin loses, but in the simulator neither TP2 split beats one TP4:
+    # two half-size pools hold no larger share of their traffic, and each TP2 prefill is slower (tuning.md).
     assert cache_aware["server"]["cache_hit_rate"] > rr["server"]["cache_hit_rate"] + 0.1
-    assert [r["verdict"] for r in routers] == ["rollback", "rollback"]
+    assert routers[0]["verdict"] == "rollback"
+    assert routers[1]["verdict"] in ("rollback", "inconclusive")  # the baseline is kept either way
+    assert report["final"]["deployment"]["groups"][0]["replicas"] == 1 and server(report)["tp-size"] == 4
     assert decided(report)[3] == ("prompt re-ordered: fixed parts first, variable last", "accept")
     assert "prompt-structure.md" in report["final"]["artifacts"]
     hicache = rounds(report, "hicache")
     assert [r["delta"]["summary"] for r in hicache] == ["HiCache ratio 2, page 64, write_through",
                                                         "HiCache ratio 2, page 64, write_back"]
-    # The simulated KV pool is far from full: nothing to restore from host memory, so nothing is gained.
-    assert [r["verdict"] for r in hicache] == ["rollback", "rollback"]
+    # On the warm service the cold documents the device pool evicted come back from host memory instead of
+    # being prefilled again: more hits, more requests per second, a shorter TTFT tail.
+    through = hicache[0]
+    assert through["verdict"] == "accept"
+    assert through["result"]["server"]["cache_hit_rate"] > report["rounds"][3]["result"]["server"]["cache_hit_rate"]
+    assert through["result"]["bench"]["request_throughput"] > through["figures"]["request_throughput.baseline"]
+    final = server(report)
+    assert (final["enable-hierarchical-cache"], final["hicache-write-policy"]) == (True, "write_through")
     assert report["slo"]["met"]
 
 
@@ -155,19 +180,32 @@ def test_nightly_batch_drops_speculative_decoding_for_bringing_the_deadline_clos
     assert server(report)["speculative-algorithm"] is None
 
 
-def test_nightly_batch_maximisation_gains_too_little_in_the_simulator_to_be_proven() -> None:
+def test_nightly_batch_raises_the_batch_rolls_back_mem_fraction_096_and_meets_the_deadline() -> None:
     report = tune("nightly-batch")
-    batch = rounds(report, "batch_parameters")[0]
-    assert batch["delta"]["set_server"]["max_running_requests"] == 512 and batch["delta"]["client_concurrency"] == 512
-    # Judged against the accepted removal: the simulated gain (the casebook: +33%) is not significant at
-    # three repeats, while every latency figure rises, so the baseline is kept and the later steps never run.
-    assert batch["figures"]["output_throughput.baseline"] == pytest.approx(
+    batch = rounds(report, "batch_parameters")
+    raised = batch[0]
+    assert raised["delta"]["set_server"]["max_running_requests"] == 512 and raised["delta"]["client_concurrency"] == 512
+    # Judged against the accepted removal on the same seeds: +14% throughput, every latency figure up, the
+    # missed 12 h deadline closer: a batch effect, accepted (the casebook: +33%).
+    assert raised["figures"]["output_throughput.baseline"] == pytest.approx(
         rounds(report, "speculative_decoding")[0]["result"]["bench"]["output_throughput"])
-    throughput = next(line for line in batch["reasons"] if line.startswith("output throughput"))
-    assert ": uncertain" in throughput
-    assert batch["verdict"] == "rollback"
-    assert len(rounds(report, "batch_parameters")) == 1
-    assert not report["slo"]["met"]
+    assert raised["verdict"] == "accept" and "brings the missed target closer" in raised["reasons"][0]
+    # mem-fraction-static 0.96 leaves too little outside the static pool: it fails at start, is an error,
+    # never accepted, and the job goes on with the next step.
+    mem = batch[1]
+    assert mem["delta"]["set_server"] == {"mem_fraction_static": 0.96}
+    assert mem["verdict"] == "error" and "out of memory" in mem["reasons"][0]
+    # The KV pool is far from full at 512 running requests, so the running cap and the clients rise together.
+    cap = batch[2]
+    assert cap["delta"]["set_server"] == {"max_running_requests": 1024} and cap["delta"]["client_concurrency"] == 1024
+    assert cap["verdict"] == "accept" and "meets an SLO the baseline missed" in cap["reasons"][0]
+    # More clients than running slots only lengthen the queue (the casebook's saturation check).
+    assert (batch[3]["delta"]["summary"], batch[3]["verdict"]) == ("client concurrency 2048", "rollback")
+    final = server(report)
+    assert (final["max-running-requests"], final["mem-fraction-static"]) == (1024, 0.94)
+    deadline = next(c for c in report["slo"]["checks"] if c["name"] == "deadline_hours")
+    assert deadline["met"] and deadline["actual"] < 12
+    assert report["slo"]["met"]
 
 
 def test_structured_output_reaches_zero_failures_with_xgrammar_and_moves_tools_first() -> None:
@@ -175,8 +213,14 @@ def test_structured_output_reaches_zero_failures_with_xgrammar_and_moves_tools_f
     grammar = rounds(report, "grammar")
     assert grammar[0]["delta"]["set_server"] == {"grammar_backend": "xgrammar"}
     assert grammar[0]["verdict"] == "accept" and grammar[0]["result"]["failure_rate"] == 0.0
-    assert grammar[1]["delta"]["summary"] == "warm the grammar cache (17 schemas)"
-    assert grammar[1]["verdict"] == "rollback"  # simulated p99 TTFT gain is inside the noise band
+    warm = grammar[1]
+    assert warm["delta"]["summary"] == "warm the grammar cache (17 schemas)"
+    assert warm["result"]["server"]["grammar_cache_hit_rate"] == 1.0
+    # The simulator decides: one compile per schema is 16 requests in 2,000, under the start burst of 40
+    # concurrent prompts that sets p99 TTFT on both sides, so the gain stays inside the 10% noise band
+    # (the casebook: p99 -54%; docs/tuning.md).
+    assert abs(warm["figures"]["p99_ttft_ms.change"]) < 0.1
+    assert warm["verdict"] == "rollback" and warm["pattern"] == "nothing_changed"
     reorder = rounds(report, "prompt_structure")[0]
     assert reorder["verdict"] == "accept"
     assert reorder["delta"]["workload"]["prefix"]["tools_position"] == "first"
@@ -184,15 +228,28 @@ def test_structured_output_reaches_zero_failures_with_xgrammar_and_moves_tools_f
     assert report["slo"]["met"]
 
 
-def test_moe_at_scale_proposes_ep_with_dp_attention_and_pd_as_the_casebook_does() -> None:
+def test_moe_at_scale_accepts_ep_eplb_and_pd_and_picks_a_split_that_holds_itl() -> None:
     report = tune("moe-at-scale")
-    ep = rounds(report, "moe_parallelism")[0]
-    group = ep["delta"]["deployment"]["groups"][0]
+    plain, overlapped, eplb = rounds(report, "moe_parallelism")[:3]
+    group = plain["delta"]["deployment"]["groups"][0]
     assert (group["replicas"], group["server"]["tp-size"], group["server"]["ep-size"],
             group["server"]["attention-dp-size"], group["server"]["moe-a2a-backend"]) == (4, 32, 32, 8, "deepep")
-    pd = rounds(report, "pd_disaggregation")[0]
-    assert pd["delta"]["summary"] == "PD prefill 5 / decode 11"
-    # In the simulator EP32 loses throughput to TP8 x 16 (aiconfigurator's measured all-to-all over four
-    # nodes), raising the cost per 1M tokens, and the PD split's prefill nodes queue past the TTFT SLO.
-    assert [ep["verdict"], pd["verdict"]] == ["rollback", "rollback"]
-    assert server(report)["tp-size"] == 8
+    # The casebook's round-1 command loses throughput to TP8 x 16 in the simulator (DeepEP's all-to-all over
+    # InfiniBand on every MoE layer); with two-batch overlap hiding it, EP + DP attention is kept, then EPLB.
+    assert [plain["verdict"], overlapped["verdict"], eplb["verdict"]] == ["rollback", "accept", "accept"]
+    assert overlapped["delta"]["summary"].endswith("two-batch overlap")
+    assert eplb["result"]["expert_imbalance"] < 2.5 < 5.0 < plain["result"]["expert_imbalance"]
+    splits = rounds(report, "pd_disaggregation")
+    # The casebook's TP8 prefill nodes queue past the TTFT SLO; DP-attention prefill nodes keep up.
+    assert (splits[0]["delta"]["summary"], splits[0]["verdict"]) == ("PD prefill 5 / decode 11", "rollback")
+    kept = [r for r in splits if r["verdict"] == "accept"]
+    assert len(kept) >= 2, "a split is kept, then the sweep shifts nodes towards prefill"
+    final = {g["role"]: g for g in report["final"]["deployment"]["groups"]}
+    assert final["prefill"]["replicas"] + final["decode"]["server"]["tp-size"] // 8 == 16
+    assert final["prefill"]["replicas"] > 5
+    itl = next(c for c in report["slo"]["checks"] if c["name"] == "itl_median_ms")
+    assert itl["met"]
+    assert final["decode"]["server"]["enable-eplb"]
+    # Casebook: 3.07x req/s from TP8 x 16 to the final split.
+    before, after = report["rounds"][0]["result"]["bench"], kept[-1]["result"]["bench"]
+    assert after["output_throughput"] > 2 * before["output_throughput"]
