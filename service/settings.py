@@ -29,6 +29,8 @@ class PhaseDeadlines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     Attributes:
         start: From spawning the processes until every HTTP port accepts connections.
         health: Until `/health` answers 200 on every worker and the router.
+        warm_prompts: The workload's requests a live service would already have served (`bench.warm_prompts`),
+            sent before bench_serving's warm-up; sized like a load phase, since they can be as many.
         warmup: The warm-up requests.
         load: The measured load.
         stall: The longest the load may go without any token while requests are outstanding (a dead
@@ -39,6 +41,7 @@ class PhaseDeadlines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     start: float = 600.0
     health: float = 900.0
     warmup: float = 300.0
+    warm_prompts: float = 3600.0
     load: float = 3600.0
     stall: float = 300.0
     teardown: float = 10.0

@@ -5,6 +5,10 @@ the deployment's router URL, else its first worker's; it must fully match a patt
 `attach_allowlist` (empty by default, so nothing is reachable until an operator says so). Worker metrics
 are scraped from the target and, behind a router, from the workers its `/workers` lists that the allowlist
 also admits.
+
+With `bench.warm_prompts`, the workload's traffic is sent first (a live service's cache is already warm,
+but a round may follow a restart or a cache flush); the metrics scrape that starts the round's counter
+deltas comes after it and the warm-up, so the figures cover the measured requests only.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import httpx
 import msgspec
 
 from plugins.runners.local.failures import RoundFailure
-from plugins.runners.local.results import accept_length, failed, measured, provenance
+from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
 from service import (
     LoadAborted,
@@ -54,6 +58,16 @@ async def _metric_urls(client: httpx.AsyncClient, target: str, settings: RunnerS
     return workers or [target]
 
 
+def _plan(scenario: Scenario, settings: RunnerSettings, target: str, seed: int | None) -> LoadPlan:
+    """How to send the bench's requests to `target`, with the settings' phase deadlines."""
+    bench, deadlines = scenario.bench, settings.deadlines
+    return LoadPlan(base_url=target, backend=bench.backend, model=scenario.model, max_concurrency=bench.max_concurrency,
+                    request_rate=bench.request_rate, ignore_eos=bench.ignore_eos,
+                    seed=bench.seed if seed is None else seed, stall_timeout=deadlines.stall,
+                    warmup_deadline=deadlines.warmup, warm_prompts_deadline=deadlines.warm_prompts,
+                    load_deadline=deadlines.load)
+
+
 class AttachRunner(Runner):
     """Measures a running endpoint; restarts nothing."""
 
@@ -81,11 +95,7 @@ class AttachRunner(Runner):
     async def _measure(self, scenario: Scenario, settings: RunnerSettings, target: str, seed: int | None,
                        origin: object) -> RoundResult:
         bench = scenario.bench
-        plan = LoadPlan(base_url=target, backend=bench.backend, model=scenario.model,
-                        max_concurrency=bench.max_concurrency, request_rate=bench.request_rate,
-                        ignore_eos=bench.ignore_eos, seed=bench.seed if seed is None else seed,
-                        stall_timeout=settings.deadlines.stall, warmup_deadline=settings.deadlines.warmup,
-                        load_deadline=settings.deadlines.load)
+        plan = _plan(scenario, settings, target, seed)
         warm, requests = build_prompts(scenario.workload, bench, resolve_model(scenario.model), seed=plan.seed)
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
             urls = await _metric_urls(client, target, settings)
@@ -98,7 +108,7 @@ class AttachRunner(Runner):
                 before.extend(await scrape(load_client, urls))
 
             try:
-                _, load = await run_load(plan, warm, requests, between=between)
+                warmed, load = await run_load(plan, warm, requests, between=between)
             except LoadAborted as aborted:
                 raise RoundFailure(aborted.cause if aborted.cause != "stalled" else "scheduler_stalled",
                                    aborted.phase, str(aborted)) from None
@@ -107,10 +117,13 @@ class AttachRunner(Runner):
                 info = (await client.get(target + "/server_info")).json()
             except (httpx.HTTPError, ValueError):
                 info = {}
+        notes = [f"attached to {target}"]
+        if bench.warm_prompts > 0:
+            notes.append(warm_note(warmed, bench.warm_prompts, 1.0))
         figures = bench_figures(load.outcomes, load.duration, accept_length=accept_length(info))
         first_error = next((o.error for o in load.outcomes if not o.success), "")
         if figures.completed == 0:
             raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
         return measured(scenario, origin, figures, server_metrics(counter_deltas(before, after), []),  # type: ignore[arg-type]
-                        request_samples(load.outcomes), attempted=len(requests), notes=[f"attached to {target}"],
+                        request_samples(load.outcomes), attempted=len(requests), notes=notes,
                         first_error=first_error)

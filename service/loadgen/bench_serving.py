@@ -3,7 +3,13 @@
 Used when the `sglang` package is importable. bench_serving cannot replay a workload's prefix structure, so
 a `workload` bench becomes its `random` dataset with the workload's median lengths (a shared prefix shows up
 only through `--dataset-name generated-shared-prefix`, which the prefix structure maps to when it has a
-system prompt). The last line of the JSONL output file is the round (bench_serving appends).
+system prompt; one group of `--num-prompts` prompts, since that dataset ignores `--num-prompts`). The last
+line of the JSONL output file is the round (bench_serving appends).
+
+bench_serving has no flag for traffic served before the run (`bench.warm_prompts`): a first pass of that
+many prompts, with a seed of its own and no warm-up, runs before the measured pass and its output is
+discarded (`bench_serving_warm_argv`). bench_serving draws prompt text from `--seed`, so that pass brings the
+server's cache and memory pool to steady state but does not hold the measured pass's own shared prefix.
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ from typing import Any
 import msgspec
 
 from service.domain import BenchFigures, BenchSpec, WorkloadProfile
+
+# The warm pass's seed: far from the seeds of a round's repeats (seed, seed + 1, ...), whose measured
+# prompts it must not replay.
+WARM_PROMPTS_SEED_OFFSET = 1_000_003
 
 
 def sglang_available() -> bool:
@@ -31,7 +41,10 @@ def bench_serving_argv(python: str, base_url: str, bench: BenchSpec, workload: W
             str(bench.warmup_requests), "--seed", str(bench.seed), "--output-file", str(output_file)]
     system = workload.prefix.system_prompt_tokens
     if bench.dataset == "workload" and system:
-        argv += ["--dataset-name", "generated-shared-prefix", "--gsp-system-prompt-len", str(system),
+        # The workload has one system prompt: one group, as many prompts as asked (the dataset is sized by
+        # groups x prompts per group and ignores --num-prompts, `benchmark/datasets/generated_shared_prefix.py`).
+        argv += ["--dataset-name", "generated-shared-prefix", "--gsp-num-groups", "1",
+                 "--gsp-prompts-per-group", str(bench.num_prompts), "--gsp-system-prompt-len", str(system),
                  "--gsp-question-len", str(max(workload.input.median - system, 1)),
                  "--gsp-output-len", str(workload.output.median)]
     else:
@@ -48,6 +61,18 @@ def bench_serving_argv(python: str, base_url: str, bench: BenchSpec, workload: W
     if not bench.ignore_eos:
         argv.append("--disable-ignore-eos")
     return argv
+
+
+def bench_serving_warm_argv(python: str, base_url: str, bench: BenchSpec, workload: WorkloadProfile,
+                            output_file: Path, *, model: str) -> list[str] | None:
+    """The pass that stands for `bench.warm_prompts` (None when there are none): that many prompts of the
+    same dataset and concurrency, its own seed, no warm-up requests and no cache flush; its output is discarded.
+    """
+    if bench.warm_prompts <= 0:
+        return None
+    served = msgspec.structs.replace(bench, num_prompts=bench.warm_prompts, warmup_requests=0, flush_cache=False,
+                                     seed=bench.seed + WARM_PROMPTS_SEED_OFFSET, request_rate=None)
+    return bench_serving_argv(python, base_url, served, workload, output_file, model=model)
 
 
 def read_bench_output(path: Path) -> BenchFigures:

@@ -23,13 +23,18 @@ VOCABULARY = tuple("".join(parts) for parts in itertools.product(_ONSETS, _VOWEL
 
 
 class PromptRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """One request to send: the prompt text, its token count under one-word-per-token, and the output length."""
+    """One request to send: the prompt text, its token count under one-word-per-token, and the output length.
+
+    `served` marks the workload's traffic a live service had already served (`bench.warm_prompts`): sent
+    before bench_serving's own warm-up, excluded from the figures like it.
+    """
 
     index: int
     text: str
     prompt_tokens: int
     output_tokens: int
     warmup: bool = False
+    served: bool = False
 
 
 def block_words(block_id: int, count: int) -> list[str]:
@@ -48,13 +53,21 @@ def prompt_text(request: SimRequest) -> str:
 
 def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
                   seed: int | None = None) -> tuple[list[PromptRequest], list[PromptRequest]]:
-    """Warm-up and measured requests for a bench, laid out as the simulator lays them out for `seed`."""
+    """Warm-up and measured requests for a bench, laid out as the simulator lays them out for `seed`.
+
+    The warm-up list starts with `bench.warm_prompts` requests drawn from the workload (marked `served`):
+    they are rows of their own, before the measured ones, so they share documents, system prompts and
+    conversations with the measured requests but never a measured request's own question. bench_serving's
+    warm-up (copies of the first measured row) follows them.
+    """
     rng = np.random.default_rng(bench.seed if seed is None else seed)
     warm, measured = build_requests(workload, bench, model, rng)
+    served = max(bench.warm_prompts, 0)
 
     def convert(request: SimRequest, index: int) -> PromptRequest:
         """One simulated request as a prompt to send."""
         return PromptRequest(index=index, text=prompt_text(request), prompt_tokens=request.input_len,
-                             output_tokens=request.max_new_tokens, warmup=request.warmup)
+                             output_tokens=request.max_new_tokens, warmup=request.warmup,
+                             served=request.warmup and index < served)
 
     return ([convert(r, i) for i, r in enumerate(warm)], [convert(r, i) for i, r in enumerate(measured)])

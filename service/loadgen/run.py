@@ -1,10 +1,12 @@
-"""Drive a benchmark's load: warm-up, optional cache flush, then the measured requests.
+"""Drive a benchmark's load: served traffic, warm-up, optional cache flush, then the measured requests.
 
-Like bench_serving: warm-up requests run at the same concurrency and are excluded; measured requests are
-sent in order, each when the `--max-concurrency` semaphore allows and, with a request rate, after a
-Poisson inter-arrival gap. A watchdog ends the phase early, naming why: no token arrived for
-`stall_timeout` seconds while requests were outstanding, the phase deadline passed, or `watch()` reports
-that a server process died.
+Requests marked `served` (`bench.warm_prompts`: what a live service had served before the run) go first,
+in a phase of their own with its own deadline, at the bench's concurrency, closed loop, and are excluded
+from the figures. Like bench_serving: warm-up requests run at the same concurrency and are excluded;
+measured requests are sent in order, each when the `--max-concurrency` semaphore allows and, with a
+request rate, after a Poisson inter-arrival gap. A watchdog ends the phase early, naming why: no token
+arrived for `stall_timeout` seconds while requests were outstanding, the phase deadline passed, or
+`watch()` reports that a server process died.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class LoadPlan(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 42
     stall_timeout: float = 300.0
     warmup_deadline: float = 300.0
+    warm_prompts_deadline: float = 3600.0
     load_deadline: float = 3600.0
     request_timeout: float = 3600.0
 
@@ -126,19 +129,30 @@ def _never() -> str | None:
 async def run_load(plan: LoadPlan, warmup: Sequence[PromptRequest], measured: Sequence[PromptRequest], *,
                    between: Callable[[httpx.AsyncClient], Awaitable[None]] | None = None,
                    watch: Callable[[], str | None] = _never) -> tuple[PhaseResult, PhaseResult]:
-    """Run warm-up then the measured phase; `between` runs in between (a cache flush, a metrics scrape).
+    """Run the served traffic and the warm-up, then the measured phase; `between` runs just before it.
+
+    `between` is the place for a cache flush and the metrics scrape that starts the round's counter deltas:
+    everything sent before it (served traffic and warm-up alike) stays out of the round's figures. The
+    returned warm-up result holds the served requests' outcomes first, then the warm-up's.
 
     Raises:
         LoadAborted: A phase stalled, overran its deadline, or `watch()` reported a failure.
     """
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request would drown the output
-    limits = httpx.Limits(max_connections=max(plan.max_concurrency or len(measured), 1) + 8,
+    served = [request for request in warmup if request.served]
+    copies = [request for request in warmup if not request.served]
+    limits = httpx.Limits(max_connections=max(plan.max_concurrency or max(len(measured), len(served)), 1) + 8,
                           max_keepalive_connections=max(plan.max_concurrency or 16, 1))
     timeout = httpx.Timeout(plan.request_timeout, connect=30.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         progress = _Progress()
-        warm = await _watched(_phase(client, plan, warmup, progress, poisson=False), progress, phase="warmup",
+        before = await _watched(_phase(client, plan, served, progress, poisson=False), progress,
+                                phase="warm_prompts", deadline=plan.warm_prompts_deadline,
+                                stall_timeout=plan.stall_timeout, watch=watch)
+        progress = _Progress()
+        warm = await _watched(_phase(client, plan, copies, progress, poisson=False), progress, phase="warmup",
                               deadline=plan.warmup_deadline, stall_timeout=plan.stall_timeout, watch=watch)
+        warm = PhaseResult(outcomes=before.outcomes + warm.outcomes, duration=before.duration + warm.duration)
         if between is not None:
             await between(client)
         progress = _Progress()

@@ -10,7 +10,17 @@ import pytest
 import respx
 
 from service.domain import BenchSpec, DocumentSet, LengthDist, PrefixStructure, WorkloadProfile, resolve_model
-from service.loadgen import PromptRequest, RequestOutcome, bench_figures, build_prompts, send_request
+from service.loadgen import (
+    LoadAborted,
+    LoadPlan,
+    PhaseResult,
+    PromptRequest,
+    RequestOutcome,
+    bench_figures,
+    build_prompts,
+    run_load,
+    send_request,
+)
 
 BASE = "http://127.0.0.1:30000"
 REQUEST = PromptRequest(index=0, text="ba be bi", prompt_tokens=3, output_tokens=3)
@@ -121,3 +131,68 @@ def test_prompts_share_text_exactly_where_the_layout_shares_blocks() -> None:
     heads = {" ".join(p.text.split()[:150]) for p in measured}
     assert len(heads) == 2  # one shared head per document
     assert len({p.text for p in measured}) == 20  # every question is its own
+
+
+def _documents_workload() -> WorkloadProfile:
+    return WorkloadProfile(input=LengthDist(median=300, kind="fixed"), output=LengthDist(median=4, kind="fixed"),
+                           prefix=PrefixStructure(system_prompt_tokens=50, documents=DocumentSet(count=3, tokens=100)))
+
+
+def test_warm_prompts_are_the_workloads_traffic_never_a_measured_prompt() -> None:
+    bench = BenchSpec(num_prompts=20, warmup_requests=2, warm_prompts=30)
+    warm, measured = build_prompts(_documents_workload(), bench, resolve_model("Qwen/Qwen3.6-27B"), seed=1)
+    served = [p for p in warm if p.served]
+    assert len(served) == 30 and warm[:30] == served and len(measured) == 20
+    assert all(p.warmup and not p.served and p.text == measured[0].text for p in warm[30:])
+    # Same documents as the measured traffic, never the same question.
+    assert {p.text.split()[50] for p in served} & {p.text.split()[50] for p in measured}
+    assert not {p.text for p in served} & {p.text for p in measured}
+
+
+def _recording_server(sent: list[str], *, hold: float = 0.0) -> respx.MockRouter:
+    """A /generate that answers every request with a short stream, after `hold` seconds."""
+    async def body():  # type: ignore[no-untyped-def]
+        if hold:
+            await asyncio.sleep(hold)
+        for chunk in (_native(1), _native(2, finished=True), b"data: [DONE]\n\n"):
+            yield chunk
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(msgspec.json.decode(request.content)["text"])
+        return httpx.Response(200, stream=_AsyncStream(body()))
+
+    mock = respx.mock()
+    mock.post(BASE + "/generate").mock(side_effect=answer)
+    return mock
+
+
+def test_served_traffic_goes_first_and_stays_out_of_the_measured_phase() -> None:
+    bench = BenchSpec(num_prompts=6, warmup_requests=1, warm_prompts=5, max_concurrency=2)
+    warm, measured = build_prompts(_documents_workload(), bench, resolve_model("Qwen/Qwen3.6-27B"), seed=3)
+    sent: list[str] = []
+
+    async def between(client: httpx.AsyncClient) -> None:
+        sent.append("<scrape>")
+
+    async def go() -> tuple[PhaseResult, PhaseResult]:
+        with _recording_server(sent):
+            return await run_load(LoadPlan(base_url=BASE, max_concurrency=2), warm, measured, between=between)
+
+    warmed, load = asyncio.run(go())
+    assert sent == [p.text for p in warm] + ["<scrape>"] + [p.text for p in measured]
+    assert len(warmed.outcomes) == 6 and len(load.outcomes) == 6 and all(o.success for o in load.outcomes)
+
+
+def test_served_traffic_that_overruns_its_deadline_is_named() -> None:
+    bench = BenchSpec(num_prompts=2, warmup_requests=1, warm_prompts=2)
+    warm, measured = build_prompts(_documents_workload(), bench, resolve_model("Qwen/Qwen3.6-27B"), seed=3)
+    sent: list[str] = []
+
+    async def go() -> None:
+        with _recording_server(sent, hold=5.0):
+            await run_load(LoadPlan(base_url=BASE, warm_prompts_deadline=0.2), warm, measured)
+
+    with pytest.raises(LoadAborted) as aborted:
+        asyncio.run(go())
+    assert (aborted.value.cause, aborted.value.phase) == ("deadline", "warm_prompts")
+    assert sent == [p.text for p in warm[:2]]  # neither the warm-up nor the measured requests were sent

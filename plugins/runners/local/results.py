@@ -7,6 +7,7 @@ from typing import Any
 from plugins.runners.local.failures import RoundFailure
 from service import (
     BenchFigures,
+    PhaseResult,
     Provenance,
     RequestSamples,
     RoundResult,
@@ -52,3 +53,17 @@ def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server
         failure_rate=failures / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
         error=f"{failures} of {attempted} requests failed; first: {first_error}" if failures else None,
         error_phase="load" if failures else None, notes=notes)
+
+
+def warm_note(warmed: PhaseResult, warm_prompts: int, time_scale: float) -> str:
+    """What the round served before measuring: the workload's traffic (`bench.warm_prompts`), then the warm-up.
+
+    `warmed` holds the served requests' outcomes first (as `run_load` returns them); a served request that
+    failed left the cache colder than a live service's, which the note says rather than failing the round.
+    """
+    served = warmed.outcomes[:warm_prompts]
+    ok = sum(o.success for o in served)
+    failed_note = f", {len(served) - ok} failed" if ok < len(served) else ""
+    return (f"warm_prompts: served {ok} of the workload's requests{failed_note} and "
+            f"{len(warmed.outcomes) - len(served)} warm-up request(s) before the measured run, in "
+            f"{warmed.duration / max(time_scale, 1e-9):.1f}s; excluded from every figure")

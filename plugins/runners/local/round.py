@@ -1,4 +1,4 @@
-"""One `local` round, phase by phase: validate, start, health, warm-up, load, teardown.
+"""One `local` round, phase by phase: validate, start, health, warm prompts, warm-up, load, teardown.
 
 Teardown runs whatever happened (an error, a cancelled task): every process group is signalled and
 reaped before the round returns, and any member that had to be killed with SIGKILL is reported.
@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited
 from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch, process_env
 from plugins.runners.local.ports import busy_ports
 from plugins.runners.local.processes import Launcher, ServerProcess, stop_all
 from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, wait_router
-from plugins.runners.local.results import accept_length, failed, measured, provenance
+from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
 from service import (
     LoadAborted,
@@ -32,6 +33,7 @@ from service import (
     ServerMetrics,
     bench_figures,
     bench_serving_argv,
+    bench_serving_warm_argv,
     build_prompts,
     read_bench_output,
     request_samples,
@@ -121,7 +123,8 @@ class LocalRound:
             "served_model_name") or self.scenario.model, max_concurrency=bench.max_concurrency,
             request_rate=bench.request_rate * self.scale if bench.request_rate else None,
             ignore_eos=bench.ignore_eos, seed=self.seed if self.seed is not None else bench.seed,
-            stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup, load_deadline=deadlines.load)
+            stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup,
+            warm_prompts_deadline=deadlines.warm_prompts, load_deadline=deadlines.load)
 
     async def _measure(self, client: httpx.AsyncClient) -> RoundResult:
         router = next((p for p in self.processes if p.kind == "router"), None)
@@ -142,9 +145,11 @@ class LocalRound:
             offsets.extend(p.log_size() for p in self.workers)
 
         try:
-            _, load = await run_load(plan, warm, requests, between=between, watch=self._watch)
+            warmed, load = await run_load(plan, warm, requests, between=between, watch=self._watch)
         except LoadAborted as aborted:
             raise await self._aborted(client, aborted) from None
+        if self.scenario.bench.warm_prompts > 0:
+            self.notes.append(warm_note(warmed, self.scenario.bench.warm_prompts, self.scale))
         if (dead := dead_process(self.processes)) is not None:  # requests can fail faster than the watchdog looks
             raise exited(dead, "load")
         after = await scrape(client, [p.url for p in self.workers if p.url])
@@ -174,32 +179,52 @@ class LocalRound:
                         first_error=first_error)
 
     async def _bench_serving(self, client: httpx.AsyncClient, base_url: str) -> RoundResult:
-        """`--bench sglang`: SGLang's own bench_serving drives the load; its output file gives the figures."""
+        """`--bench sglang`: SGLang's own bench_serving drives the load; its output file gives the figures.
+
+        bench_serving has no flag for traffic served before the run, so `bench.warm_prompts` becomes a first
+        pass with its own seed whose output file is discarded; the metrics scrape that starts the round's
+        counter deltas comes after it.
+        """
         if not sglang_available():
             raise RoundFailure("engine_missing", "load", "bench = sglang needs the sglang package installed here")
+        bench = self.scenario.bench if self.seed is None else msgspec.structs.replace(self.scenario.bench,
+                                                                                      seed=self.seed)
+        model = self.server_info.get("served_model_name") or self.scenario.model
+        warm_output = self.log_dir / "bench_serving_warm.jsonl"
+        warm_argv = bench_serving_warm_argv(self.settings.python, base_url, bench, self.scenario.workload,
+                                            warm_output, model=model)
+        if warm_argv is not None:
+            code = await self._run_bench_serving(warm_argv, "bench_serving_warm.log", "warm_prompts",
+                                                 self.settings.deadlines.warm_prompts)
+            warm_output.unlink(missing_ok=True)  # served before the run: never part of the figures
+            self.notes.append(f"warm_prompts: {bench.warm_prompts} prompts by a first bench_serving pass "
+                              f"(seed {warm_argv[warm_argv.index('--seed') + 1]}, exit code {code}), output discarded")
         urls = [p.url for p in self.workers if p.url]
         before = await scrape(client, urls)
         offsets = [p.log_size() for p in self.workers]
         output = self.log_dir / "bench_serving.jsonl"
-        argv = bench_serving_argv(self.settings.python, base_url, self.scenario.bench, self.scenario.workload,
-                                  output, model=self.server_info.get("served_model_name") or self.scenario.model)
-        bench_log = self.log_dir / "bench_serving.log"
-        with bench_log.open("wb") as sink:
+        argv = bench_serving_argv(self.settings.python, base_url, bench, self.scenario.workload, output, model=model)
+        await self._run_bench_serving(argv, "bench_serving.log", "load", self.settings.deadlines.load)
+        try:
+            figures = read_bench_output(output)
+        except ValueError as exc:
+            raise RoundFailure("requests_failed", "load", f"{exc}; see {self.log_dir / 'bench_serving.log'}") from None
+        logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
+        server = server_metrics(counter_deltas(before, await scrape(client, urls)), logs)
+        return measured(self.scenario, self.origin, figures, server, RequestSamples(), attempted=figures.completed,
+                        notes=[*self.notes, f"load by {' '.join(argv[:3])}"], first_error="")
+
+    async def _run_bench_serving(self, argv: list[str], log_name: str, phase: str, deadline: float) -> int:
+        """Run one bench_serving pass to its end (its output to `log_name`); its exit code."""
+        with (self.log_dir / log_name).open("wb") as sink:
             child = await asyncio.create_subprocess_exec(*argv, stdout=sink, stderr=asyncio.subprocess.STDOUT,
                                                          start_new_session=True)
             try:
-                await asyncio.wait_for(child.wait(), self.settings.deadlines.load)
+                return await asyncio.wait_for(child.wait(), deadline)
             except TimeoutError:
                 child.kill()
-                raise RoundFailure("deadline", "load", "bench_serving overran the load deadline") from None
-        try:
-            bench = read_bench_output(output)
-        except ValueError as exc:
-            raise RoundFailure("requests_failed", "load", f"{exc}; see {bench_log}") from None
-        logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
-        server = server_metrics(counter_deltas(before, await scrape(client, urls)), logs)
-        return measured(self.scenario, self.origin, bench, server, RequestSamples(), attempted=bench.completed,
-                        notes=[*self.notes, f"load by {' '.join(argv[:3])}"], first_error="")
+                await child.wait()
+                raise RoundFailure("deadline", phase, f"bench_serving overran the {phase} deadline") from None
 
     async def _aborted(self, client: httpx.AsyncClient, aborted: LoadAborted) -> RoundFailure:
         """Name why the load stopped: a dead process, a watchdog line, or a scheduler that stopped stepping."""
