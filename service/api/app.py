@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar import Litestar
 
-from service.api.job_views import JobViewCache
+from service.api.job_views import JobViewIndex
 from service.api.plugin import TunerPlugin
 from service.api.runtime import ServiceRuntime, ServiceSettings, check_dev_mode
 from service.plugin_host import PluginHost
@@ -39,11 +39,12 @@ def create_app(settings: ServiceSettings | None = None, *, plugins: PluginHost |
     plugins = plugins or PluginHost()
     if executor is None:
         # A child process loads the installed plugins itself; a host built in code cannot cross over.
-        executor = ProcessEngineExecutor(plugins) if installed else EngineExecutor(plugins)
+        executor = (ProcessEngineExecutor(plugins, serving_cpus=settings.serving_cpus) if installed
+                    else EngineExecutor(plugins))
     metrics, bell = ServiceMetrics(), EventBell()
     workers = JobWorkers(store, executor, settings=settings.workers, metrics=metrics, bell=bell)
     runtime = ServiceRuntime(settings=settings, store=store, plugins=plugins, workers=workers, metrics=metrics,
-                             bell=bell, job_views=JobViewCache(settings.job_view_cache_seconds))
+                             bell=bell, job_views=JobViewIndex(settings.job_view_cache_seconds))
     runtime.scheduler = ScheduleRunner(store, plugins, workers=workers, metrics=metrics, owner=workers.owner)
     # The body limit is a constructor argument: Litestar reads it before init plugins run.
     return Litestar(plugins=[TunerPlugin(runtime)], request_max_body_size=settings.max_body_bytes)

@@ -1,35 +1,49 @@
-"""A short-lived cache of job views for `GET /v1/jobs/{id}`, the route dashboards and agents poll.
+"""An in-memory index of job views for `GET /v1/jobs/{id}`, the route dashboards and agents poll.
 
-A job view costs one database read (about 1.5 ms of CPU on SQLite through aiosqlite, half of the whole
-request), and many clients polling the same jobs ask for the same rows many times a second. Views of
-finished jobs never change (a finished job is immutable) and are kept; views of queued or running jobs are
-reused for `ttl` seconds at most, and concurrent requests for one job share a single read. The API's own
-writes (create, cancel) replace the entry at once; a long-poll (`?wait=`) always reads the database.
+A job view read on the request path costs a database read and several thread hops through aiosqlite, and
+every hop waits its turn on the event loop behind the other requests in flight: with many clients polling
+running jobs, those waits made the slowest requests (`bench/api.py`, BENCHMARKS.md "API"). So requests are
+answered from this index, and the database is read off the request path: a background task refreshes the
+views of queued and running jobs every `refresh_seconds`, with one query for all running jobs. Views of
+finished jobs never change (a finished job is immutable) and are kept. A view is read on the request path
+only the first time a job is asked for, or when the refresher has fallen `max_stale_seconds` behind (then
+concurrent requests for one job share a single read). The API's own writes (create, cancel) replace the
+entry at once; a long-poll (`?wait=`) always reads the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from service.api.wire import JobView
+from service.api.wire import JobView, job_view
+from service.domain import JobState
+from service.logs import get_logger
+from service.store import JobRecord, Store
+
+log = get_logger(__name__)
 
 CAPACITY = 10_000
+# A page of the running-jobs listing; running jobs are bounded by the worker slots of every instance.
+_RUNNING_PAGE = 200
 
 
-class JobViewCache:
-    """Job views by id: finished ones until evicted, others for `ttl` seconds; one read per id at a time."""
+class JobViewIndex:
+    """Job views by id: finished ones until evicted, queued and running ones refreshed in the background."""
 
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
+    def __init__(self, refresh_seconds: float, *, max_stale_seconds: float | None = None) -> None:
+        self.refresh_seconds = refresh_seconds
+        # With no refresher (refresh_seconds 0) every read of a live job goes to the database.
+        self.max_stale_seconds = max(refresh_seconds * 10, 5.0) if max_stale_seconds is None else max_stale_seconds
         self._entries: dict[str, tuple[float, JobView]] = {}
         self._reads: dict[str, asyncio.Future[JobView | None]] = {}
 
     async def view(self, job_id: str, read: Callable[[], Awaitable[JobView | None]]) -> JobView | None:
-        """The cached view of `job_id` if still valid, else the result of `read()` (shared by concurrent callers)."""
+        """The indexed view of `job_id` if fresh enough, else the result of `read()` (shared by concurrent callers)."""
         hit = self._entries.get(job_id)
-        if hit is not None and (hit[1].state.is_terminal() or time.monotonic() - hit[0] < self.ttl):
+        if hit is not None and self._fresh(*hit):
             return hit[1]
         pending = self._reads.get(job_id)
         if pending is not None:
@@ -38,9 +52,17 @@ class JobViewCache:
                 return pending.result()
         return await self._read(job_id, read)
 
+    def _fresh(self, read_at: float, view: JobView) -> bool:
+        if view.state.is_terminal():
+            return True
+        if self.refresh_seconds <= 0:
+            return False
+        return time.monotonic() - read_at < self.max_stale_seconds
+
     async def _read(self, job_id: str, read: Callable[[], Awaitable[JobView | None]]) -> JobView | None:
         pending: asyncio.Future[JobView | None] = asyncio.get_running_loop().create_future()
         self._reads[job_id] = pending
+        read_at = time.monotonic()
         try:
             view = await read()
         except BaseException:
@@ -50,11 +72,66 @@ class JobViewCache:
             self._reads.pop(job_id, None)
         pending.set_result(view)
         if view is not None:
-            self.put(view)
+            self.put(view, read_at=read_at)
         return view
 
-    def put(self, view: JobView) -> None:
-        """Remember a view just read or written."""
-        if len(self._entries) >= CAPACITY:
+    def put(self, view: JobView, *, read_at: float | None = None) -> None:
+        """Remember a view read (at monotonic time `read_at`) or just written; a newer entry is kept."""
+        read_at = time.monotonic() if read_at is None else read_at
+        current = self._entries.get(view.id)
+        if current is not None and current[0] > read_at:
+            return  # written by the API after this view was read: the entry is the newer truth
+        if current is None and len(self._entries) >= CAPACITY:
             self._entries.clear()
-        self._entries[view.id] = (time.monotonic(), view)
+        self._entries[view.id] = (read_at, view)
+
+    def live_ids(self) -> list[str]:
+        """Ids of the indexed jobs that are queued or running."""
+        return [job_id for job_id, (_, view) in self._entries.items() if not view.state.is_terminal()]
+
+    async def refresh(self, store: Store) -> None:
+        """Re-read every indexed queued or running job: one listing for the running ones, a read for the rest."""
+        live = self.live_ids()
+        if not live:
+            return
+        read_at = time.monotonic()
+        running = await _running_jobs(store) if len(live) > 1 else {}
+        for job_id in live:
+            job = running.get(job_id) or await store.get_job(job_id)
+            if job is None:
+                self._entries.pop(job_id, None)
+                continue
+            self.put(job_view(job, await store.queue_position(job)), read_at=read_at)
+
+    async def keep_fresh(self, store: Store) -> None:
+        """Refresh the index every `refresh_seconds` until cancelled; a failed refresh is retried next time."""
+        if self.refresh_seconds <= 0:
+            return
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            try:
+                await self.refresh(store)
+            except Exception:  # noqa: BLE001 - a database hiccup must not stop the refresher
+                log.exception("job_view_refresh_failed")
+
+    @contextlib.asynccontextmanager
+    async def refreshing(self, store: Store) -> AsyncIterator[None]:
+        """Run `keep_fresh` for the duration of the block (the app's lifespan)."""
+        task = asyncio.create_task(self.keep_fresh(store), name="job-view-refresh")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _running_jobs(store: Store) -> dict[str, JobRecord]:
+    found: dict[str, JobRecord] = {}
+    cursor: str | None = None
+    while True:
+        page = await store.list_jobs(state=JobState.RUNNING, limit=_RUNNING_PAGE, cursor=cursor)
+        found.update((job.id, job) for job in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return found

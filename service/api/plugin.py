@@ -29,6 +29,7 @@ from service.api.routes.jobs import jobs_router
 from service.api.routes.profiles import create_profile
 from service.api.routes.schedules import schedules_router
 from service.api.runtime import ServiceRuntime
+from service.api.timing import request_timing
 from service.logs import get_logger
 
 log = get_logger(__name__)
@@ -50,6 +51,7 @@ class TunerPlugin(InitPluginProtocol):
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         self._configure_routes(app_config)
         self._configure_dependencies(app_config)
+        self._configure_timing(app_config)
         self._configure_errors(app_config)
         self._configure_openapi(app_config)
         self._configure_lifespan(app_config)
@@ -66,6 +68,9 @@ class TunerPlugin(InitPluginProtocol):
                                   "key_cache": KeyCache(self.runtime.settings.key_cache_seconds)})
         app_config.guards.append(scope_guard)
         app_config.signature_namespace["ServiceRuntime"] = ServiceRuntime
+
+    def _configure_timing(self, app_config: AppConfig) -> None:
+        app_config.middleware.append(request_timing(self.runtime.metrics))
 
     def _configure_errors(self, app_config: AppConfig) -> None:
         app_config.exception_handlers[Exception] = problem_response
@@ -98,6 +103,7 @@ class TunerPlugin(InitPluginProtocol):
                     # The MCP session manager's task group lives exactly as long as the app.
                     endpoint = build_mcp_endpoint(app, runtime)
                     await mcp.enter_async_context(endpoint.lifespan())
+                    await mcp.enter_async_context(runtime.job_views.refreshing(runtime.store))
                     app.state[STATE_KEY] = endpoint
                     yield
             finally:

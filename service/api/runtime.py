@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from service.api.job_views import JobViewCache
+from service.api.job_views import JobViewIndex
 from service.plugin_host import PluginHost
 from service.scheduler import ScheduleRunner
 from service.store import DEFAULT_DB_URL, Store
@@ -28,11 +28,14 @@ class ServiceSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     workers: WorkerSettings = field(default_factory=WorkerSettings)
+    # CPUs kept free of simulated jobs' processes for serving requests (0: jobs may use every CPU).
+    serving_cpus: int = 1
     run_workers: bool = True
     run_scheduler: bool = True
     sse_poll_seconds: float = 1.0
     key_cache_seconds: float = 5.0
-    # How stale `GET /v1/jobs/{id}` may be for a queued or running job (0: read the database every time).
+    # How often the views `GET /v1/jobs/{id}` answers from are refreshed for queued and running jobs, so how
+    # stale such a view may be (0: no index, read the database every time).
     job_view_cache_seconds: float = 0.5
     # The URL clients use when it is not the bind address (behind a proxy): its host is accepted in the Host
     # header of /mcp and its origin in Origin, besides loopback.
@@ -78,4 +81,4 @@ class ServiceRuntime:
     bell: EventBell
     scheduler: ScheduleRunner | None = None
     started: bool = False
-    job_views: JobViewCache = field(default_factory=lambda: JobViewCache(0.0))
+    job_views: JobViewIndex = field(default_factory=lambda: JobViewIndex(0.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import click
@@ -39,15 +40,19 @@ def db_option(function: click.decorators.FC) -> click.decorators.FC:
               help="Jobs this instance runs at once.")
 @click.option("--lease-seconds", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
               help="A job whose worker misses heartbeats this long is requeued by the next instance.")
+@click.option("--serving-cpus", default=1, show_default=True, type=click.IntRange(0, 1024),
+              help="CPUs kept free of simulated jobs for serving requests; jobs use the rest (all when there are "
+                   "no more CPUs than this). 0: jobs may use every CPU.")
 @click.option("--public-url", default=None, metavar="URL",
               help="The URL clients use when it is not the bind address (behind a proxy): /mcp accepts its host "
                    "and origin besides loopback.")
 def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, lease_seconds: float,
-                  public_url: str | None) -> None:
+                  serving_cpus: int, public_url: str | None) -> None:
     """Run the sglang-tuner service (jobs, schedules, reports) over HTTP."""
     workers = WorkerSettings(slots=slots, lease_seconds=lease_seconds, heartbeat_seconds=max(lease_seconds / 3, 0.2),
                              reap_every_seconds=max(lease_seconds / 2, 1.0))
-    settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers, public_url=public_url)
+    settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers, serving_cpus=serving_cpus,
+                               public_url=public_url)
     try:
         check_dev_mode(settings)
     except DevModeRefusedError as exc:
@@ -56,7 +61,13 @@ def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, leas
         click.secho(f"WARNING: development mode: unauthenticated requests from loopback are allowed on {host}:{port}",
                     fg="yellow", bold=True, err=True)
     log.info("serving", url=f"http://{host}:{port}", db=_safe(db_url), pid=os.getpid())
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", lifespan="on")
+    app = create_app(settings)
+    # The ~180,000 objects of the imported modules and the app live as long as the process; a full garbage
+    # collection walked them all, pausing every request for 70-150 ms (BENCHMARKS.md, "API"). Frozen, the
+    # collector only walks what requests and jobs allocate.
+    gc.collect()
+    gc.freeze()
+    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
 
 
 def _safe(url: str) -> str:

@@ -6,6 +6,12 @@ P99 of seconds for `GET /v1/jobs/{id}`). In a child process niced below the serv
 CPU the API leaves idle. The child reports each round over a pipe and waits for the parent to commit it
 before the next measurement starts, so the durability promise of `JobExecutor` holds unchanged.
 
+Idle-class children still cost the API latency when they run on every CPU: a CPU busy with them counts
+as idle when the kernel places a waking task, so the API's event loop wakes onto it and waits up to a
+scheduler tick (4 ms at HZ=250) for the child to be preempted, several times per request (BENCHMARKS.md,
+"API"). So children are kept off the first `serving_cpus` CPUs of the service's affinity set, which stay
+free for the event loop; on a machine with no more CPUs than that, they may use every CPU.
+
 Children fork from a forkserver that has already imported the engine, so a job starts in milliseconds
 without inheriting the service's threads. A cancelled job's child is terminated; a child whose parent
 dies finds its pipe closed at its next round and exits.
@@ -28,6 +34,8 @@ from service.workers.executor import JobOutcome, RoundSink
 
 # Niceness added to job processes (the lowest priority): the API process wins the CPU whenever it has work.
 JOB_NICENESS = 19
+# CPUs kept free of job processes for the API's event loop (see the module docstring).
+SERVING_CPUS = 1
 
 
 class _Message(msgspec.Struct, array_like=True):
@@ -47,12 +55,31 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _job_main(conn: Connection, job_bytes: bytes, niceness: int) -> None:
-    """The child: rebuild the job, run the engine, send each round and wait for its commit."""
+def job_cpus(serving_cpus: int) -> frozenset[int] | None:
+    """The CPUs job processes may use: this process's CPUs less the first `serving_cpus` (None: all of them)."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):  # not Linux: no affinity control
+        return None
+    if serving_cpus <= 0 or len(allowed) <= serving_cpus:
+        return None
+    return frozenset(allowed[serving_cpus:])
+
+
+def lower_job_priority(niceness: int, cpus: frozenset[int] | None) -> None:
+    """Make this process a job process: `niceness` added, Linux's idle class, and only `cpus` (None: any)."""
     with contextlib.suppress(OSError, AttributeError):
         os.nice(niceness)
-        # Linux: an idle-class task is preempted at once by any other task that wakes, such as the API's loop.
+        # Linux: an idle-class task gets only the CPU time no other task wants.
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    if cpus:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(0, cpus)
+
+
+def _job_main(conn: Connection, job_bytes: bytes, niceness: int, cpus: frozenset[int] | None = None) -> None:
+    """The child: rebuild the job, run the engine, send each round and wait for its commit."""
+    lower_job_priority(niceness, cpus)
     job = msgspec.msgpack.decode(job_bytes, type=Job)
     if isinstance(job.scenario, dict):
         job.scenario = msgspec.convert(job.scenario, Scenario)
@@ -81,10 +108,12 @@ class ProcessEngineExecutor:
     so use this executor with the default plugin host; a host built in code stays with `EngineExecutor`.
     """
 
-    def __init__(self, plugins: PluginHost, niceness: int = JOB_NICENESS) -> None:
+    def __init__(self, plugins: PluginHost, niceness: int = JOB_NICENESS, *,
+                 serving_cpus: int = SERVING_CPUS) -> None:
         self.plugins = plugins
         self.in_process = EngineExecutor(plugins)
         self.niceness = niceness
+        self.cpus = job_cpus(serving_cpus)
         self._context = _context()
 
     def runs_in_child(self, job: Job) -> bool:
@@ -100,17 +129,23 @@ class ProcessEngineExecutor:
         if not self.runs_in_child(job):
             return await self.in_process.run(job, on_round)
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_job_main, args=(child, msgspec.msgpack.encode(job), self.niceness),
-                                        name=f"sglang-tuner-{job.id}", daemon=True)
-        process.start()
-        child.close()
+        process = self._context.Process(target=_job_main, name=f"sglang-tuner-{job.id}", daemon=True,
+                                        args=(child, msgspec.msgpack.encode(job), self.niceness, self.cpus))
+        # Starting waits for the forkserver to fork (tens of ms, more under load): off the event loop.
+        starting = asyncio.ensure_future(asyncio.to_thread(process.start))
         try:
+            await asyncio.shield(starting)
+            child.close()
             return await self._follow(parent, on_round)
         finally:
+            with contextlib.suppress(BaseException):
+                await starting  # cancelled while starting: the child must exist before it can be stopped
+            child.close()
             # Cancelled or finished: the child goes first, then the pipe closes.
             if process.is_alive():
                 process.terminate()
-            await asyncio.to_thread(process.join, 5)
+            if process.pid is not None:
+                await asyncio.to_thread(process.join, 5)
             parent.close()
 
     async def _follow(self, conn: Connection, on_round: RoundSink) -> JobOutcome:

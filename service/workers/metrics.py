@@ -8,10 +8,13 @@ from service.domain import JobState
 
 # Rounds on the simulator take seconds; on GPUs a round restarts servers and benchmarks for minutes.
 _ROUND_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# A GET of a job is a millisecond or two of work; the speed target is a P99 under 50 ms (BENCHMARKS.md, "API").
+_REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5,
+                    10, 60)
 
 
 class ServiceMetrics:
-    """Jobs by state, round durations, runner failures, lease reaps and schedule fires."""
+    """Jobs by state, round durations, runner failures, lease reaps, schedule fires and request durations."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -25,6 +28,10 @@ class ServiceMetrics:
                               registry=self.registry)
         self.schedule_fires = Counter("sglang_tuner_schedule_fires_total", "Schedule fires by outcome.",
                                       ["outcome"], registry=self.registry)
+        self.request_seconds = Histogram("sglang_tuner_http_request_duration_seconds",
+                                         "Time from a request reaching the app to its last response byte, by "
+                                         "operation (SSE streams and long-polls last as long as they are held).",
+                                         ["operation"], buckets=_REQUEST_BUCKETS, registry=self.registry)
 
     def set_job_counts(self, counts: dict[JobState, int]) -> None:
         """Refresh the jobs-by-state gauge from the store's counts."""

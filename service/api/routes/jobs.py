@@ -94,7 +94,9 @@ async def get_job(
     same jobs); with `wait`, the answer is read from the database.
     """
     if wait > 0:
-        return await _view(runtime, await _state_change(runtime, await _job_or_404(runtime, job_id), wait))
+        waited = await _view(runtime, await _state_change(runtime, await _job_or_404(runtime, job_id), wait))
+        runtime.job_views.put(waited)
+        return waited
 
     async def read() -> JobView | None:
         job = await runtime.store.get_job(job_id)
