@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,9 +12,23 @@ from litestar.testing import TestClient
 from service.api.app import create_app
 from service.api.runtime import ServiceSettings
 from service.plugin_host import PluginHost
-from service.store import Scope, open_store
+from service.store import Scope, Store, open_store
 from service.workers.pool import WorkerSettings
 from tests.api.fakes import FakeExecutor, FakePlugin
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    """A migrated SQLite store in the test's own directory."""
+    db = open_store(str(tmp_path / "tuner.db"))
+    await db.migrate()
+    yield db
+    await db.close()
 
 
 @pytest.fixture

@@ -54,11 +54,6 @@ class Clock:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def shared_db(tmp_path: Path) -> AsyncIterator[list[Store]]:
     """Two stores on one database file, as two service instances would have."""
     stores = [open_store(str(tmp_path / "tuner.db")) for _ in range(2)]

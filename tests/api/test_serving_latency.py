@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,24 +13,11 @@ from litestar.testing import TestClient
 from service.api.job_views import JobViewIndex
 from service.api.wire import JobView, job_view
 from service.domain import JobState
-from service.store import NewJob, Store, open_store
+from service.store import NewJob, Store
 from service.workers.engine_process import job_cpus, lower_job_priority
 from tests.api.fakes import auth, wait_for_state
 
 JOB = {"playbook": "coding-assistant", "runner": "simulator"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = open_store(str(tmp_path / "tuner.db"))
-    await db.migrate()
-    yield db
-    await db.close()
 
 
 class CountingReads:

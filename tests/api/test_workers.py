@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from service.domain import JobState, Round, RoundState
-from service.store import NewJob, Store, open_store
+from service.store import NewJob, Store
 from service.workers.pool import JobWorkers, WorkerSettings
 from service.workers.thread_loop import run_on_own_loop
 from tests.api.fakes import FakeExecutor
 
 pytestmark = pytest.mark.anyio
 FAST = WorkerSettings(slots=2, lease_seconds=1.0, heartbeat_seconds=0.1, poll_seconds=0.02, reap_every_seconds=0.2)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = open_store(str(tmp_path / "tuner.db"))
-    await db.migrate()
-    yield db
-    await db.close()
 
 
 async def _until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
