@@ -72,6 +72,11 @@ def gpu_spec(name: str) -> GpuSpec:
     return GPU_CATALOGUE[canonical]
 
 
+# Host CPU threads per GPU when a scenario does not say: 26, as on GCP A3 (a3-highgpu-2g: 2 H100, 52 vCPUs;
+# -8g: 8 H100, 208 vCPUs); a DGX H100 has 224 threads for 8 GPUs (28 each).
+HOST_CPUS_PER_GPU = 26
+
+
 class Hardware(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The cluster a deployment runs on."""
 
@@ -83,10 +88,18 @@ class Hardware(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     interconnect_gbps: float = 50.0
     node_hosts: list[str] = msgspec.field(default_factory=list)
     price_per_gpu_hour: float | None = None
+    # Host CPU threads per node (os.cpu_count() on a server): grammar compiles run on them. None means
+    # HOST_CPUS_PER_GPU for each GPU of the node.
+    host_cpus: int | None = None
 
     @property
     def spec(self) -> GpuSpec:
         return gpu_spec(self.gpu)
+
+    @property
+    def cpus_per_node(self) -> int:
+        """Host CPU threads of one node: `host_cpus`, else `HOST_CPUS_PER_GPU` per GPU."""
+        return self.host_cpus if self.host_cpus is not None else HOST_CPUS_PER_GPU * self.gpus_per_node
 
     @property
     def total_gpus(self) -> int:

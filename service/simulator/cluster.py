@@ -16,7 +16,7 @@ from service.components import StepCostModel
 from service.domain import Hardware, ModelSpec, Scenario, ServerConfig, WorkerGroup
 from service.simulator.batch import Recorder
 from service.simulator.experts import ExpertBalance, expert_balance
-from service.simulator.grammar import MASK_SECONDS, GrammarCache, grammar_backend
+from service.simulator.grammar import MASK_SECONDS, GrammarCache, grammar_backend, host_share
 from service.simulator.memory import ResolvedServer, host_pool_tokens, resolve_server
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
@@ -97,7 +97,7 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
             pool.workers.extend(workers)
             pool.replicas += group.replicas
         target = cluster.pools[role]
-        target.grammar.extend(_grammar(scenario, group.server, rng) for _ in workers)
+        target.grammar.extend(_grammar(scenario, group.server, workers[0].res.world_size) for _ in workers)
     for pool in cluster.pools.values():
         pool.router = Router(pool.router.policy, len(pool.workers), dep.router, rng)
     if scale > 1:
@@ -157,12 +157,14 @@ def transfer_seconds(tokens: int, resolved: ResolvedServer, hardware: Hardware) 
     return 0.001 + tokens * resolved.kv_bytes_per_gpu_token / (per_gpu * 1e9)
 
 
-def _grammar(scenario: Scenario, server: ServerConfig, rng: np.random.Generator) -> GrammarCache | None:
+def _grammar(scenario: Scenario, server: ServerConfig, world_size: int) -> GrammarCache | None:
+    """A freshly started server's grammar backend: empty unless the warm-up script compiled every schema."""
     structured = scenario.workload.structured_output
     backend = grammar_backend(structured, server.grammar_backend)
     if backend is None:
         return None
-    cache = GrammarCache(backend=backend, rng=rng)
+    hardware = scenario.hardware
+    cache = GrammarCache(backend=backend, host=host_share(hardware.cpus_per_node, hardware.gpus_per_node, world_size))
     if structured.cache_warmed and not structured.dynamic_schemas:
         cache.warm(structured.schemas)
     return cache

@@ -17,6 +17,7 @@ import numpy as np
 
 from service.domain import BenchSpec, Hardware
 from service.simulator.cluster import Cluster, transfer_seconds
+from service.simulator.grammar import POLL_INTERVAL_S
 from service.simulator.requests import SimRequest, stamp_period
 from service.simulator.worker import Worker
 
@@ -105,13 +106,26 @@ class EventLoop:
         if self.decode is not None:
             r.decode_worker = self.decode.router.pick(r.blocks)
         grammar = self.entry.grammar[w]
-        ready = self.now
-        if grammar is not None and r.schema >= 0:
-            ready = grammar.ready_at(r.schema, self.now, not r.warmup)
-        if ready > self.now:
-            self._push(ready, READY, (r, w))
+        if grammar is not None and r.schema >= 0 and not grammar.request((r, w), r.schema, self.now, not r.warmup):
+            self._await_grammar(w)  # a cache miss waits in the grammar queue for its compile
         else:
             self._arrive(r, self.entry.workers[w])
+
+    def _await_grammar(self, w: int) -> None:
+        grammar = self.entry.grammar[w]
+        assert grammar is not None
+        done = grammar.next_done()
+        if done is not None:
+            self._push(max(done, self.now), READY, (w, grammar.version))
+
+    def _grammar_ready(self, w: int, version: int) -> None:
+        grammar = self.entry.grammar[w]
+        assert grammar is not None
+        if version != grammar.version:
+            return  # a compile started or finished since: the pool re-timed its compiles
+        for r, worker in grammar.collect(self.now):  # type: ignore[misc]
+            self._arrive(r, self.entry.workers[worker])
+        self._await_grammar(w)
 
     def _arrive(self, r: SimRequest, worker: Worker) -> None:
         worker.enqueue(r)
@@ -136,6 +150,11 @@ class EventLoop:
         if worker.busy:
             return
         seconds = worker.start_step(self.now)
+        grammar = self.entry.grammar[worker.setup.index] if worker.setup.role == self.entry.role else None
+        if seconds is not None and grammar is not None and grammar.pending:
+            # While a compile is pending, each scheduler iteration busy-polls for up to the poll interval
+            # (grammar_manager.py get_ready_grammar_requests); the overlap scheduler hides it behind the GPU.
+            seconds = max(seconds, POLL_INTERVAL_S)
         if seconds is not None:
             worker.step_started = self.now
             self._push(self.now + seconds, STEP_DONE, worker)
@@ -153,8 +172,7 @@ class EventLoop:
             elif kind == ARRIVAL:
                 self._offer(payload)  # type: ignore[arg-type]
             elif kind == READY:
-                r, w = payload  # type: ignore[misc]
-                self._arrive(r, self.entry.workers[w])
+                self._grammar_ready(*payload)  # type: ignore[misc]
             else:
                 self._transfer_done(payload)  # type: ignore[arg-type]
 

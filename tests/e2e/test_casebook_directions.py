@@ -280,7 +280,8 @@ def test_case4_prompt_only_json_fails_a_few_percent(run) -> None:
 def test_case4_xgrammar_removes_failures_at_a_higher_p99_ttft_without_jump_forward_gain(run) -> None:
     prompt_only, xgrammar = run(_case4()), run(_case4("json_schema"))
     assert xgrammar.failure_rate == 0.0
-    assert xgrammar.bench.p99_ttft_ms > prompt_only.bench.p99_ttft_ms
+    # A fresh server compiles the start burst's schemas side by side on its share of the host's cores.
+    assert xgrammar.bench.p99_ttft_ms > 1.3 * prompt_only.bench.p99_ttft_ms
     assert xgrammar.server.grammar_compile_time_mean_ms and xgrammar.server.grammar_compile_time_mean_ms > 10
     # 0.5.23 never calls try_jump_forward (srt/constrained/base_grammar_backend.py has it; srt/managers/
     # does not call it): every token still goes through the model, and masks cost a little.
@@ -289,8 +290,11 @@ def test_case4_xgrammar_removes_failures_at_a_higher_p99_ttft_without_jump_forwa
 
 def test_case4_warming_the_schemas_cuts_p99_ttft(run) -> None:
     cold, warm = run(_case4("json_schema")), run(_case4("json_schema", warmed=True))
-    assert warm.bench.p99_ttft_ms < 0.95 * cold.bench.p99_ttft_ms
+    assert warm.bench.p99_ttft_ms < 0.8 * cold.bench.p99_ttft_ms
     assert warm.server.grammar_cache_hit_rate == 1.0
+    # A cache hit goes straight to the waiting queue (grammar_manager.py process_req_with_grammar): only the
+    # few requests that waited for a compile gain, so the median stays (the casebook: -10%).
+    assert warm.bench.median_ttft_ms == pytest.approx(cold.bench.median_ttft_ms, rel=0.05)
 
 
 def test_case4_tool_definitions_first_raise_hit_rate_and_cut_ttft(run) -> None:

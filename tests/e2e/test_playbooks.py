@@ -62,9 +62,10 @@ def test_every_round_carries_the_documented_keys_and_all_repeats() -> None:
     for round_ in report["rounds"]:
         assert {"index", "technique", "delta", "verdict", "pattern", "reasons", "result"} <= set(round_)
         assert round_["reasons"]
-        # The casebook playbooks measure every round 3 times, and 3 more seeds when noise left it undecided.
-        extended = any(line.startswith("decided on 6 seeds per side") for line in round_["reasons"])
-        assert round_["repeats"] == (6 if extended else 3)
+        # structured-output measures every round 4 times (its tail-only warming gain needs the seeds), and 4
+        # more seeds when noise left it undecided.
+        extended = any(line.startswith("decided on 8 seeds per side") for line in round_["reasons"])
+        assert round_["repeats"] == (8 if extended else 4)
     assert {"deployment", "launch_commands", "router_command"} <= set(report["final"])
     assert {"met", "checks"} == set(report["slo"])
 
@@ -213,14 +214,17 @@ def test_structured_output_reaches_zero_failures_with_xgrammar_and_moves_tools_f
     grammar = rounds(report, "grammar")
     assert grammar[0]["delta"]["set_server"] == {"grammar_backend": "xgrammar"}
     assert grammar[0]["verdict"] == "accept" and grammar[0]["result"]["failure_rate"] == 0.0
+    # A fresh server compiles the start burst's schemas side by side on its CPU share: p99 TTFT rises a lot
+    # (the casebook: +70%).
+    assert grammar[0]["figures"]["p99_ttft_ms.change"] > 0.3
     warm = grammar[1]
     assert warm["delta"]["summary"] == "warm the grammar cache (17 schemas)"
     assert warm["result"]["server"]["grammar_cache_hit_rate"] == 1.0
-    # The simulator decides: one compile per schema is 16 requests in 2,000, under the start burst of 40
-    # concurrent prompts that sets p99 TTFT on both sides, so the gain stays inside the 10% noise band
-    # (the casebook: p99 -54%; docs/tuning.md).
-    assert abs(warm["figures"]["p99_ttft_ms.change"]) < 0.1
-    assert warm["verdict"] == "rollback" and warm["pattern"] == "nothing_changed"
+    # Warming moves the compiles to startup and is kept, as in the casebook (p99 -54%). Whether the policy
+    # calls it an accept or a kept trade-off depends on max ITL, which the warm start burst raises within noise.
+    assert warm["figures"]["p99_ttft_ms.change"] < -0.25
+    assert warm["verdict"] in ("accept", "keep_tradeoff")
+    assert "warm_grammar.sh" in report["final"]["artifacts"]
     reorder = rounds(report, "prompt_structure")[0]
     assert reorder["verdict"] == "accept"
     assert reorder["delta"]["workload"]["prefix"]["tools_position"] == "first"
