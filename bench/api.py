@@ -240,6 +240,24 @@ def _start_jobs(client: httpx.Client, count: int) -> list[str]:
     return ids
 
 
+def _job_processes(root: int) -> int:
+    """Descendants of the service in Linux's idle scheduling class: the job processes."""
+    def policy(pid: int) -> int:
+        fields = _read(Path(f"/proc/{pid}/stat")).rsplit(")", 1)[-1].split()
+        return int(fields[38]) if len(fields) > 38 else -1  # field 41 of proc(5), "policy"
+    return sum(policy(pid) == os.SCHED_IDLE for pid in _service_pids(root)[1:])
+
+
+def _wait_for_job_processes(root: int, jobs: int) -> None:
+    """Until every running job's process exists: the API reports a job running once it is claimed, while
+    its process may still be starting."""
+    deadline = time.monotonic() + 120
+    while _job_processes(root) < jobs and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _job_processes(root) < jobs:
+        raise SystemExit(f"only {_job_processes(root)} of {jobs} job processes started")
+
+
 def _idle_job(client: httpx.Client) -> list[str]:
     """A job to read when none should run (`--jobs 0`, the baseline): one benchmark round, finished."""
     job_id = client.post("/v1/jobs", json={"playbook": "coding-assistant", "kind": "round"}).json()["id"]
@@ -268,8 +286,9 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 ids = _start_jobs(admin, args.jobs) if args.jobs else _idle_job(admin)
                 running_before = _running(admin, ids)
                 assert service.process is not None
+                _wait_for_job_processes(service.process.pid, args.jobs)
                 pids = _service_pids(service.process.pid)
-                cpu_before, load_before = sum(map(_cpu_seconds, pids)), os.getloadavg()[0]
+                cpu_before, load_before = {pid: _cpu_seconds(pid) for pid in pids}, os.getloadavg()[0]
                 server_before, client_cpu_before = _server_buckets(admin), _own_cpu_seconds()
                 busy_before = _machine_busy_seconds()
                 api_cpu_before, waited_before = _cpu_seconds(service.process.pid), _run_delay_seconds(service.process.pid)
@@ -280,7 +299,9 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 asyncio.run(_clients(service.url, headers, ids, args, latencies, errors, firsts))
                 # (the wall time includes building the clients; requests_per_s is a lower bound)
                 wall = time.perf_counter() - started
-                cpu = sum(_cpu_seconds(pid) for pid in pids if Path(f"/proc/{pid}").exists()) - cpu_before
+                # Job processes still starting when the clients began count from zero.
+                cpu = sum(_cpu_seconds(pid) - cpu_before.get(pid, 0.0)
+                          for pid in set(pids) | set(_service_pids(service.process.pid)) if Path(f"/proc/{pid}").exists())
                 client_cpu = _own_cpu_seconds() - client_cpu_before
                 others_cpu = _machine_busy_seconds() - busy_before - client_cpu - cpu
                 api_cpu = _cpu_seconds(service.process.pid) - api_cpu_before

@@ -3,7 +3,7 @@
 Run: `.venv/bin/python -m bench.tune [--playbook NAME ...] [--runs R]`. Each playbook runs as its own
 process (the CLI exactly as a user runs it, import and cost-model loading included), R times; prints one
 JSON line per playbook: wall seconds of each run, their median, the target (60 s; 300 s for
-moe-at-scale), rounds run, repeats per round, and which rounds were kept.
+moe-at-scale), rounds run, repeats per round, which rounds were kept, and every round's verdict.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def summary(playbook: str, runs: int) -> dict:
         "playbook": playbook, "runs_s": seconds, "median_s": round(median, 2), "target_s": target,
         "met": median <= target, "rounds": len(rounds), "repeats": max(r["repeats"] for r in rounds),
         "kept": [r["delta"]["summary"] for r in rounds if r["delta"] and r["verdict"] in ("accept", "keep_tradeoff")],
+        "decisions": [[r["delta"]["summary"] if r["delta"] else "baseline", r["verdict"]] for r in rounds],
         "slo_met": report["slo"]["met"], "load_average": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(), "cpus": os.cpu_count(),
     }
