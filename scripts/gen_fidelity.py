@@ -79,6 +79,23 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   `jump_forward_str_state`, but nothing under `srt/managers/` calls them in 0.5.23: constrained decoding
   sends every token through the model and adds mask work. xgrammar therefore removes failures at a small
   throughput cost, not the casebook's +6.6%.
+* **Grammar compiles and warming (case 4).** SGLang's grammar cache holds only finished grammars
+  (`srt/constrained/grammar_manager.py` get_ready_grammar_requests calls set_cache once a compile is done),
+  so every request whose schema is not cached yet submits its own compile to the backend's
+  `ThreadPoolExecutor` (`base_grammar_backend.py` get_cached_or_future_value); xgrammar's compiler shares
+  an in-flight compile of the same schema (`cpp/support/thread_safe_cache.h`), releases the GIL and
+  precomputes masks on 8 threads, and every TP rank compiles every schema. Each round starts a fresh
+  server, so the closed loop's first 40 requests bring about a dozen distinct schemas at once: on the
+  two-GPU host's share of CPU (52 threads by default, 26 per GPU, settable as `hardware.host_cpus`) they run
+  at about a quarter of their solo speed, and the requests that wait for them finish their prefill after the
+  start burst. That is the p99 the casebook sees rise with xgrammar (+70%) and fall with warming (-54%);
+  the simulator gives about +52% and -33% over 10 paired seeds of 2,000 prompts, where the burst is 2% of
+  the run. Once the 17 schemas are compiled (within the first few hundred requests) nothing else waits, so
+  the effect shrinks as the run grows: at the casebook's 5,000 prompts the p99 (the 50 slowest) moves about
+  +10% and -9% (6 paired seeds). A cache hit goes straight to the waiting queue (grammar_manager.py
+  process_req_with_grammar) and the 5 ms grammar poll is hidden by the overlap scheduler, so nothing in
+  SGLang moves the median: the casebook's median +13.7% with xgrammar and -10.2% with warming are not
+  reproduced (both within 1%).
 * **EAGLE's max-running-requests.** `arg_groups/speculative_hook.py` _handle_eagle_family resets an unset
   `--max-running-requests` to 48 ("Max running requests is reset to 48 for speculative decoding"). With
   the verify pass (`batch x num_draft_tokens` tokens, compute-bound past threshold_batch / draft tokens)
@@ -118,14 +135,30 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   and schedule-conservativeness is multiplied by 0.3. And aiconfigurator's MoE rows are measured under
   power-law routing, so the simulator's own expert imbalance is applied relative to the static placement
   (EPLB still removes it) instead of on top. With DeepEP the EP instance decodes more tokens per GPU than
-  TP8 (13.4 ms for 352 requests on 32 GPUs against 15.7 ms for 80 on 8), but prefill loses: every
-  1,024-token chunk per rank pays the all-to-all over InfiniBand and the skewed experts, so the round stays
-  below TP8 x 16 (0.67x in the table's 2,000-prompt round, 0.83x over 6,000 prompts, where the start-up
-  wave of prefills weighs less). `--enable-two-batch-overlap`, which hides the all-to-all behind the other
-  micro-batch's math, raises it to 0.84x and 1.03x; the casebook's command does not set it. The direction test stays a strict xfail naming this. The casebook's round-0
+  TP8 (13.4 ms for 352 requests on 32 GPUs against 15.9 ms for 88 on 8: each GPU streams whole experts on a
+  32-way split instead of slices of all 256 on an 8-way one, so median ITL falls 15-20%, the casebook's
+  direction), but prefill loses: every 1,024-token chunk per rank pays the all-to-all over InfiniBand and the
+  static placement's skewed experts, so the round stays below TP8 x 16 (0.73x over 1,500 prompts, 0.86x over
+  8,000, 0.92x over 20,000, where the start-up wave of prefills weighs less). Of the casebook's three
+  mechanisms, KV headroom does not bind (below), the all-to-all over four nodes costs more than TP8's
+  all-reduce inside one node's NVLink (not less), and fewer expert bytes per GPU is reproduced (the ITL
+  gain). `--enable-two-batch-overlap`, which hides the all-to-all behind the other micro-batch's math,
+  raises EP to 1.06x over 8,000 prompts and 1.13x over 20,000; with EPLB as well (the casebook's round 2)
+  to 1.35x over 1,500 prompts and 1.66x over 20,000, the casebook's round-1 figure one round later. The
+  casebook's command does not set two-batch overlap, so the direction test for its round 1 stays a strict
+  xfail naming this, and the `moe_parallelism` technique proposes both layouts as alternatives. The casebook's round-0
   diagnosis (token_usage 0.79, KV replication as the limit) does not reproduce either: DeepSeek-V4-Flash's
   compressed KV is about 22 KB per token in FP8, so the TP8 pool holds about 4 million tokens per node and
   the simulated token_usage is a few %; the queue (2-7 requests per node) does.
+* **PD prefill nodes (case 5, rounds 3 and 4).** The casebook's 5 / 11 split at 198 req/s implies each
+  TP8 prefill node prefills about 120k tokens/s; aiconfigurator-core's measured DeepSeek-V4-Flash kernels
+  give a TP8 node about 44k (16,384-token chunks), so at every split the TP8 prefill pool is the
+  bottleneck and in the closed loop at 1,400 concurrency its queue takes TTFT far past the SLO (PD still
+  raises throughput at 7 / 9, the direction row above). A prefill node with DP attention and EP8 inside the
+  node (DeepEP over NVLink, 2,048-token chunk per GPU) prefills about 100k tokens/s, close to the
+  casebook's figure; the `pd_disaggregation` technique tries the casebook's TP8 prefill nodes first and
+  then this layout, and the playbook keeps 5 / 11, 6 / 10 and 7 / 9 and rolls back 8 / 8, the casebook's
+  table.
 * **HiCache and the p99 (case 2, round 3).** The casebook's hit rates (0.94 in round 2, 0.97 in round 3) lie
   above its own trace's sharing rate of 0.81, the most a freshly started server can reach on 2,000 prompts
   over some 380 distinct documents: they are the hit rates of a live service whose cache is already warm.
@@ -169,6 +202,42 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   (the 4,096-token prefill falls from 69 to 53 ms, and at TP2 the decode step from 9.5 to 7.3 ms), so this
   is a measurement of small per-GPU shapes, not an artefact of how the engine is compiled. Throughput,
   TTFT and ITL still all improve in the simulator, by less than the casebook's 25-30%.
+
+## Casebook decisions the tuning jobs do not reproduce
+
+`sglang-tuner tune --playbook P` on the simulated runner (tests/e2e/test_playbooks.py asserts each of
+these; docs/tuning.md walks through every round). Every other casebook decision of the five playbooks is
+reproduced: chunk 4096 kept and 2048 rolled back, FP8 and EAGLE3 kept; round-robin rejected, the prompt
+re-ordering recommended, HiCache write_through kept; 9B picked, speculative decoding dropped, the batch
+raised, mem-fraction 0.96 not kept, the 12 h deadline met; xgrammar at 0% failures, the grammar cache
+warmed, tool definitions first; EPLB and PD kept, and a 7 / 9 split that holds the ITL SLO.
+
+* **coding-assistant: TP2 x 4 behind cache_aware is rolled back** (the casebook keeps it). It breaks the
+  TTFT p95 < 1 s SLO the TP8 baseline meets (p95 about 1.8 s; TP4 x 2 about 1.01 s): with
+  aiconfigurator-core's measured FP8 kernels one 28,000-token paste, the workload's p95 input, takes about
+  1.2 s of prefill on two H200s (0.47 s on eight) before any queueing. See "TP2 x 4 and the p99 TTFT"
+  above. The job ends on TP8 with chunk 4096 + mixed chunk, FP8 and EAGLE3, SLO met.
+* **coding-assistant: chunk 4096 needs `--enable-mixed-chunk`.** The kept round is "4096 + mixed chunk";
+  4096 alone changes nothing in SGLang 0.5.23 (see "Chunked prefill without mixed chunk").
+* **document-qa-rag: cache_aware over TP2 x 2 is not kept against the single TP4** (the casebook keeps it).
+  It keeps the hit rate round-robin loses, but gains none over TP4 and each TP2 prefill of a 20,000-token
+  document is 1.7x as long (see "cache_aware halves TTFT"). The job keeps TP4, then the re-ordering and
+  HiCache write_through.
+* **nightly-batch: mem-fraction-static 0.96 fails at start** with CUDA out of memory and is an `error`
+  round, not a rollback for retractions (see "mem-fraction-static 0.96"); the job goes on. The simulated
+  KV pool is a quarter used at 512 running requests, so a further step raises max-running-requests and
+  the client concurrency to 1,024 together, which the casebook does not try.
+* **structured-output: warming is kept as a trade-off, not as a plain improvement.** p99 TTFT falls about
+  30% (the casebook: -54%) while max ITL rises, because the start burst now prefills at once instead of
+  waiting for compiles; the playbook measures 4 seeds per round (8 when undecided) so that the paired test
+  can tell the p99 change from noise (see "Grammar compiles and warming").
+* **moe-at-scale: the casebook's round-1 command is rolled back; EP + DP attention is kept with
+  `--enable-two-batch-overlap`**, which the `moe_parallelism` technique proposes as an alternative layout
+  (see "EP + DP attention"). PD with the casebook's TP8 prefill nodes is rolled back (its prefill pool is
+  the bottleneck, see "PD prefill nodes"); with DP-attention + EP8 prefill nodes the 5 / 11, 6 / 10 and
+  7 / 9 splits are kept and 8 / 8 is rolled back, as in the casebook's round-4 table. The final TTFT p95
+  is about 3.6 s against the 3 s target: at 1,400 closed-loop clients the queue sits in front of the
+  prefill pool. The ITL SLO holds.
 
 ## The emulated `local` runner against the simulator
 
