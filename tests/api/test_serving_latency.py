@@ -1,19 +1,22 @@
-"""What keeps `GET /v1/jobs/{id}` fast under load: the job view index, CPUs kept for serving, request timings."""
+"""What keeps `GET /v1/jobs/{id}` fast under load: the job view index, the key cache, CPUs kept for serving, request
+timings."""
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
 import os
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
+from service.api.auth import KeyCache
 from service.api.job_views import JobViewIndex
 from service.api.wire import JobView, job_view
 from service.domain import JobState
-from service.store import NewJob, Store
+from service.store import ApiKeyRecord, NewJob, Scope, Store
 from service.workers.engine_process import job_cpus, lower_job_priority
 from tests.api.fakes import auth, wait_for_state
 
@@ -81,6 +84,66 @@ async def test_the_refresher_keeps_queue_positions_current(store: Store) -> None
         await asyncio.sleep(0.3)
         after = await index.view(second.id, CountingReads(store, second.id))
     assert after is not None and after.queue_position == 1
+
+
+class CountingKeys:
+    """The store's key check, counting database reads; fails the next `failures` of them."""
+
+    def __init__(self, store: Store, failures: int = 0) -> None:
+        self.store, self.failures, self.count = store, failures, 0
+        self.finished = asyncio.Event()
+
+    async def authenticate(self, token: str) -> ApiKeyRecord | None:
+        self.count += 1
+        try:
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("database unavailable")
+            return await self.store.authenticate(token)
+        finally:
+            self.finished.set()
+
+    async def next_read(self) -> None:
+        """Until a read in flight (or the next one) has finished."""
+        self.finished.clear()
+        await asyncio.wait_for(self.finished.wait(), 10)
+
+
+@pytest.mark.anyio
+async def test_fifty_requests_presenting_a_key_not_yet_verified_read_it_once(store: Store) -> None:
+    _, token = await store.create_api_key("dashboard", [Scope.READ])
+    keys = CountingKeys(store)
+    cache = KeyCache(5.0)
+    found = await asyncio.gather(*(cache.lookup(SimpleNamespace(store=keys), token) for _ in range(50)))
+    assert {key.name for key in found if key is not None} == {"dashboard"} and len(found) == 50
+    assert keys.count == 1
+
+
+@pytest.mark.anyio
+async def test_a_key_in_steady_use_is_verified_again_in_the_background_and_a_revocation_holds(store: Store) -> None:
+    record, token = await store.create_api_key("dashboard", [Scope.READ])
+    keys = CountingKeys(store)
+    runtime = SimpleNamespace(store=keys)
+    cache = KeyCache(2.0)
+    assert await cache.lookup(runtime, token) is not None
+    await store.revoke_api_key(record.id)
+    await asyncio.sleep(1.1)  # past half the cache's lifetime, well before its end
+    assert await cache.lookup(runtime, token) is not None  # answered from the cache; a check starts behind it
+    await keys.next_read()
+    assert await cache.lookup(runtime, token) is None  # refused before the entry would have expired
+    assert keys.count == 2
+
+
+@pytest.mark.anyio
+async def test_a_failed_key_check_reaches_the_waiting_requests_and_the_next_one_checks_again(store: Store) -> None:
+    _, token = await store.create_api_key("dashboard", [Scope.READ])
+    keys = CountingKeys(store, failures=1)
+    runtime = SimpleNamespace(store=keys)
+    cache = KeyCache(5.0)
+    failed = await asyncio.gather(*(cache.lookup(runtime, token) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(outcome, ConnectionError) for outcome in failed)
+    again = await cache.lookup(runtime, token)
+    assert again is not None and again.name == "dashboard" and keys.count == 2
 
 
 def test_a_finished_job_shows_as_finished_through_the_api(client: TestClient, tokens: dict[str, str]) -> None:
