@@ -150,6 +150,10 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   diagnosis (token_usage 0.79, KV replication as the limit) does not reproduce either: DeepSeek-V4-Flash's
   compressed KV is about 22 KB per token in FP8, so the TP8 pool holds about 4 million tokens per node and
   the simulated token_usage is a few %; the queue (2-7 requests per node) does.
+  aiconfigurator-core's measured DeepEP normal-mode rows (`comm/sglang/0.5.6.post2/wideep_deepep_normal_perf.parquet`,
+  H200, 4 nodes, DeepSeek-V3 shape) agree with the roofline's prefill all-to-all once scaled to V4-Flash's
+  hidden size and top-k (about 257 against 253 us per layer at 256 tokens per GPU); at smaller chunks the
+  roofline is up to 28% faster than measured, so measured data would not lift EP's prefill.
 * **PD prefill nodes (case 5, rounds 3 and 4).** The casebook's 5 / 11 split at 198 req/s implies each
   TP8 prefill node prefills about 120k tokens/s; aiconfigurator-core's measured DeepSeek-V4-Flash kernels
   give a TP8 node about 44k (16,384-token chunks), so at every split the TP8 prefill pool is the
