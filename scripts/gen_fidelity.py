@@ -233,7 +233,7 @@ warmed, tool definitions first; EPLB and PD kept, and a 7 / 9 split that holds t
   the client concurrency to 1,024 together, which the casebook does not try.
 * **structured-output: warming is kept as a trade-off, not as a plain improvement.** p99 TTFT falls about
   30% (the casebook: -54%) while max ITL rises, because the start burst now prefills at once instead of
-  waiting for compiles; the playbook measures 4 seeds per round (8 when undecided) so that the paired test
+  waiting for compiles; the playbook measures 5 seeds per round (10 when undecided) so that the paired test
   can tell the p99 change from noise (see "Grammar compiles and warming").
 * **moe-at-scale: the casebook's round-1 command is rolled back; EP + DP attention is kept with
   `--enable-two-batch-overlap`**, which the `moe_parallelism` technique proposes as an alternative layout
