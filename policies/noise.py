@@ -107,6 +107,18 @@ def holm_adjust(p_values: dict[str, float]) -> dict[str, float]:
     return adjusted
 
 
+def chunk_counts(resamples: int) -> list[int]:
+    """Resamples split into chunks of at most `_CHUNK`, bounding memory at (chunk x requests) indices."""
+    return [min(_CHUNK, resamples - start) for start in range(0, resamples, _CHUNK)]
+
+
+def circular_blocks(rng: np.random.Generator, count: int, n: int, population: int, block: int) -> np.ndarray:
+    """`count` resamples of `n` indices into `population`, drawn as runs of `block` consecutive indices
+    (wrapping around), so requests that shared a batch move together."""
+    starts = rng.integers(0, population, size=(count, math.ceil(n / block)), dtype=np.int32)
+    return ((starts[:, :, None] + np.arange(block, dtype=np.int32)) % population).reshape(count, -1)[:, :n]
+
+
 class SampleBootstrap:
     """Circular block bootstrap of per-request samples, giving the noise of a log ratio of statistics.
 
@@ -127,14 +139,8 @@ class SampleBootstrap:
         if key not in self._cache:
             rng = np.random.default_rng([self._seed, stream, n, population])
             block = min(population, self._block or max(1, round(math.sqrt(n))))
-            blocks = math.ceil(n / block)
-            offsets = np.arange(block, dtype=np.int32)
-            chunks = []
-            for start in range(0, self._resamples, _CHUNK):
-                count = min(_CHUNK, self._resamples - start)
-                starts = rng.integers(0, population, size=(count, blocks), dtype=np.int32)
-                chunks.append(((starts[:, :, None] + offsets) % population).reshape(count, -1)[:, :n])
-            self._cache[key] = chunks
+            self._cache[key] = [circular_blocks(rng, count, n, population, block)
+                                for count in chunk_counts(self._resamples)]
         return self._cache[key]
 
     def _log_quantile_sd(self, values: np.ndarray, n: int, stream: int, quantiles: Sequence[float]) -> np.ndarray:

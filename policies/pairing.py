@@ -18,15 +18,14 @@ what the unpaired analysis measures, only with less power, never with less hones
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from policies.noise import student_t_two_sided_p
+from policies.noise import chunk_counts, circular_blocks, student_t_two_sided_p
 
-# Resamples per chunk: bounds memory at (chunk x requests) values however many requests a round has.
-_CHUNK = 200
 # Streams of the seeded generator, distinct from the unpaired bootstrap's 0..2.
 _RESAMPLE_STREAM, _FLIP_STREAM = 3, 4
 
@@ -48,6 +47,7 @@ def paired_log_se(baseline: Sequence[float], candidate: Sequence[float]) -> tupl
     return se, float(len(ratios) - 1)
 
 
+@functools.lru_cache(maxsize=64)
 def t_critical(df: float, level: float = 0.05) -> float:
     """The two-sided critical value of Student's t (the normal's 1.96 when `df` is infinite)."""
     if math.isinf(df):
@@ -75,16 +75,12 @@ class PairedBootstrap:
         """Per chunk: resampled request indices, and which requests swap sides."""
         if n not in self._cache:
             block = min(n, self._block or max(1, round(math.sqrt(n))))
-            blocks = math.ceil(n / block)
-            offsets = np.arange(block, dtype=np.int32)
             resample = np.random.default_rng([self._seed, _RESAMPLE_STREAM, n])
             flip = np.random.default_rng([self._seed, _FLIP_STREAM, n])
             plans = []
-            for start in range(0, self._resamples, _CHUNK):
-                count = min(_CHUNK, self._resamples - start)
-                starts = resample.integers(0, n, size=(count, blocks), dtype=np.int32)
-                index = ((starts[:, :, None] + offsets) % n).reshape(count, -1)[:, :n]
-                swap = np.repeat(flip.random((count, blocks)) < 0.5, block, axis=1)[:, :n]
+            for count in chunk_counts(self._resamples):
+                index = circular_blocks(resample, count, n, n, block)
+                swap = np.repeat(flip.random((count, math.ceil(n / block))) < 0.5, block, axis=1)[:, :n]
                 plans.append((index, swap))
             self._cache[n] = plans
         return self._cache[n]
@@ -95,14 +91,14 @@ class PairedBootstrap:
         The sign-flip runs on the candidate scaled back by the measured change of that quantile, so it
         shows the spread with nothing changed, not the change itself.
         """
+        centred = [cand * (np.quantile(base, q) / np.quantile(cand, q)) for q in quantiles]
         resampled, flipped = [], []
         for index, swap in self._plans(len(base)):
             resampled.append(np.log(np.quantile(cand[index], quantiles, axis=1)
                                     / np.quantile(base[index], quantiles, axis=1)).T)
             columns = []
-            for q in quantiles:
-                centred = cand * (np.quantile(base, q) / np.quantile(cand, q))
-                b, c = np.where(swap, centred, base), np.where(swap, base, centred)
+            for q, moved in zip(quantiles, centred, strict=True):
+                b, c = np.where(swap, moved, base), np.where(swap, base, moved)
                 columns.append(np.log(np.quantile(c, q, axis=1) / np.quantile(b, q, axis=1)))
             flipped.append(np.stack(columns, axis=1))
         return np.maximum(np.concatenate(resampled).std(axis=0, ddof=1),

@@ -227,8 +227,11 @@ class TuningEngine:
         move_round(round_, RoundState.RUNNING)
         self._emit("round_started", round_index=round_.index, technique=round_.technique,
                    message=round_.delta.summary if round_.delta else "baseline")
-        results = await measure(self.parts.runner, scenario, seeds=self._seeds(),
-                                context=self.parts.round_context)
+        return await self._measure(scenario, self._seeds())
+
+    async def _measure(self, scenario: Scenario, seeds: list[int]) -> list[RoundResult]:
+        """One result per seed, charged to the budget."""
+        results = await measure(self.parts.runner, scenario, seeds=seeds, context=self.parts.round_context)
         self.budget.charge(results, scenario.deployment.total_gpus())
         return results
 
@@ -249,10 +252,7 @@ class TuningEngine:
         limit = self.repeats * MAX_REPEAT_FACTOR
         while ((decision.verdict is Verdict.INCONCLUSIVE or decision.unsettled) and len(results) < limit
                and self.budget.exhausted() is None and await self._baseline_seeds(len(results) + self.repeats)):
-            more = await measure(self.parts.runner, candidate, seeds=self._seeds(len(results)),
-                                 context=self.parts.round_context)
-            self.budget.charge(more, candidate.deployment.total_gpus())
-            results = [*results, *more]
+            results = [*results, *await self._measure(candidate, self._seeds(len(results)))]
             decision = self._decide(results)
         if len(results) > first:
             note = f"decided on {len(results)} seeds per side: {first} left it to noise"
@@ -264,9 +264,7 @@ class TuningEngine:
         have = len(self.state.baseline)
         if have >= count:
             return True
-        more = await measure(self.parts.runner, self.state.accepted, seeds=self._seeds(have, count - have),
-                             context=self.parts.round_context)
-        self.budget.charge(more, self.state.accepted.deployment.total_gpus())
+        more = await self._measure(self.state.accepted, self._seeds(have, count - have))
         if any(r.status is not RoundStatus.OK for r in more):
             return False
         self.state.baseline = [*self.state.baseline, *more]
