@@ -20,10 +20,10 @@ import msgspec
 
 from plugins.runners.local.failures import RoundFailure
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
+from plugins.runners.local.round import load_plan
 from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
 from service import (
     LoadAborted,
-    LoadPlan,
     RoundContext,
     RoundResult,
     Runner,
@@ -58,16 +58,6 @@ async def _metric_urls(client: httpx.AsyncClient, target: str, settings: RunnerS
     return workers or [target]
 
 
-def _plan(scenario: Scenario, settings: RunnerSettings, target: str, seed: int | None) -> LoadPlan:
-    """How to send the bench's requests to `target`, with the settings' phase deadlines."""
-    bench, deadlines = scenario.bench, settings.deadlines
-    return LoadPlan(base_url=target, backend=bench.backend, model=scenario.model, max_concurrency=bench.max_concurrency,
-                    request_rate=bench.request_rate, ignore_eos=bench.ignore_eos,
-                    seed=bench.seed if seed is None else seed, stall_timeout=deadlines.stall,
-                    warmup_deadline=deadlines.warmup, warm_prompts_deadline=deadlines.warm_prompts,
-                    load_deadline=deadlines.load)
-
-
 class AttachRunner(Runner):
     """Measures a running endpoint; restarts nothing."""
 
@@ -95,7 +85,7 @@ class AttachRunner(Runner):
     async def _measure(self, scenario: Scenario, settings: RunnerSettings, target: str, seed: int | None,
                        origin: object) -> RoundResult:
         bench = scenario.bench
-        plan = _plan(scenario, settings, target, seed)
+        plan = load_plan(scenario, settings, target, seed)
         warm, requests = build_prompts(scenario.workload, bench, resolve_model(scenario.model), seed=plan.seed)
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
             urls = await _metric_urls(client, target, settings)

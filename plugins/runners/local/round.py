@@ -43,6 +43,22 @@ from service import (
 )
 
 
+def load_plan(scenario: Scenario, settings: RunnerSettings, base_url: str, seed: int | None, *,
+              model: str | None = None, rate_scale: float = 1.0) -> LoadPlan:
+    """How to send the bench's requests to `base_url`, with the settings' phase deadlines.
+
+    `model` is the name the server serves (default: the scenario's); `rate_scale` stretches an open-loop
+    request rate to the emulator's clock.
+    """
+    bench, deadlines = scenario.bench, settings.deadlines
+    return LoadPlan(base_url=base_url, backend=bench.backend, model=model or scenario.model,
+                    max_concurrency=bench.max_concurrency,
+                    request_rate=bench.request_rate * rate_scale if bench.request_rate else None,
+                    ignore_eos=bench.ignore_eos, seed=bench.seed if seed is None else seed,
+                    stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup,
+                    warm_prompts_deadline=deadlines.warm_prompts, load_deadline=deadlines.load)
+
+
 class LocalRound:
     """State of one round: the processes it started and what it has measured so far."""
 
@@ -118,13 +134,8 @@ class LocalRound:
         return str(exited(dead, "load")) if dead is not None else None
 
     def _plan(self, base_url: str) -> LoadPlan:
-        bench, deadlines = self.scenario.bench, self.settings.deadlines
-        return LoadPlan(base_url=base_url, backend=bench.backend, model=self.server_info.get(
-            "served_model_name") or self.scenario.model, max_concurrency=bench.max_concurrency,
-            request_rate=bench.request_rate * self.scale if bench.request_rate else None,
-            ignore_eos=bench.ignore_eos, seed=self.seed if self.seed is not None else bench.seed,
-            stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup,
-            warm_prompts_deadline=deadlines.warm_prompts, load_deadline=deadlines.load)
+        return load_plan(self.scenario, self.settings, base_url, self.seed,
+                         model=self.server_info.get("served_model_name"), rate_scale=self.scale)
 
     async def _measure(self, client: httpx.AsyncClient) -> RoundResult:
         router = next((p for p in self.processes if p.kind == "router"), None)
