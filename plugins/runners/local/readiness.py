@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,19 +50,28 @@ def _check_alive(processes: list[ServerProcess], phase: str) -> None:
         raise exited(dead, phase)
 
 
-async def wait_ports(processes: list[ServerProcess], deadline: float) -> None:
-    """Start phase: every process's HTTP port accepts connections."""
+async def _poll(processes: list[ServerProcess], phase: str, deadline: float,
+                still_pending: Callable[[list[ServerProcess]], Awaitable[list[ServerProcess]]], failure: str) -> None:
+    """Until `still_pending` returns none of the processes with a URL; a dead process or the deadline fails
+    the phase (`failure` is the cause, its detail says which processes never got there)."""
     end = time.monotonic() + deadline
     pending = [p for p in processes if p.url]
     while pending:
-        _check_alive(processes, "start")
-        pending = [p for p in pending if not port_open(p.url)]
+        _check_alive(processes, phase)
+        pending = await still_pending(pending)
         if not pending:
             return
         if time.monotonic() > end:
             names = ", ".join(p.name for p in pending)
-            raise RoundFailure("start_timeout", "start", f"{names} did not open its port within {deadline:.0f}s")
+            raise RoundFailure(f"{phase}_timeout", phase, f"{names}{failure} within {deadline:.0f}s")
         await asyncio.sleep(POLL_S)
+
+
+async def wait_ports(processes: list[ServerProcess], deadline: float) -> None:
+    """Start phase: every process's HTTP port accepts connections."""
+    async def closed(pending: list[ServerProcess]) -> list[ServerProcess]:
+        return [p for p in pending if not port_open(p.url)]
+    await _poll(processes, "start", deadline, closed, " did not open its port")
 
 
 async def _status(client: httpx.AsyncClient, url: str) -> int:
@@ -74,18 +84,10 @@ async def _status(client: httpx.AsyncClient, url: str) -> int:
 async def wait_healthy(client: httpx.AsyncClient, processes: list[ServerProcess], deadline: float,
                        path: str = "/health") -> None:
     """Health phase: `path` answers 200 on every process (SGLang answers 503 until its warm-up is done)."""
-    end = time.monotonic() + deadline
-    pending = [p for p in processes if p.url]
-    while pending:
-        _check_alive(processes, "health")
+    async def unhealthy(pending: list[ServerProcess]) -> list[ServerProcess]:
         codes = await asyncio.gather(*(_status(client, p.url + path) for p in pending))
-        pending = [p for p, code in zip(pending, codes, strict=True) if code != 200]
-        if not pending:
-            return
-        if time.monotonic() > end:
-            names = ", ".join(p.name for p in pending)
-            raise RoundFailure("health_timeout", "health", f"{names}: {path} did not answer 200 within {deadline:.0f}s")
-        await asyncio.sleep(POLL_S)
+        return [p for p, code in zip(pending, codes, strict=True) if code != 200]
+    await _poll(processes, "health", deadline, unhealthy, f": {path} did not answer 200")
 
 
 async def metadata(client: httpx.AsyncClient, url: str, name: str) -> dict[str, Any]:
