@@ -135,6 +135,22 @@ def test_lost_throughput_is_paid_only_by_the_latency_the_slo_names(policy):
     assert (kept.pattern, kept.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.KEEP_TRADEOFF)
 
 
+def test_a_tradeoff_that_moves_a_missed_target_further_away_is_rolled_back(policy):
+    # A first PD split: the ITL tail collapses for a few % of throughput while every request waits for a
+    # queued prefill node, so the TTFT tail the SLO names (and the baseline already misses) grows.
+    baseline = [make_round(seed) for seed in (7, 17, 27)]
+    candidate = [make_round(seed + 1, decode_speed=0.98, itl_tail_scale=0.05, ttft_scale=3.0) for seed in (7, 17, 27)]
+    missed = SLO(ttft_p95_ms=1000, itl_median_ms=50, itl_p99_ms=1000)
+    decision = policy.decide(baseline, candidate, missed, LATENCY)
+    assert not decision.slo_checks[0].met
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.ROLLBACK)
+    assert "a trade-off that moves a missed target further away (ttft_p95_ms" in decision.reasons[0]
+    # The same round against a TTFT target both sides meet is the ITL-tail trade-off the SLO pays for.
+    roomy = SLO(ttft_p95_ms=40000, itl_median_ms=50, itl_p99_ms=1000)
+    kept = policy.decide(baseline, candidate, roomy, LATENCY)
+    assert (kept.pattern, kept.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.KEEP_TRADEOFF)
+
+
 @pytest.mark.parametrize("seeds", [(7, 8), (1, 2), (3, 4)])
 def test_nothing_changed_keeps_the_baseline(policy, seeds):
     decision = policy.decide([make_round(seeds[0])], [make_round(seeds[1])], CODING_SLO, LATENCY)
