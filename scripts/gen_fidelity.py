@@ -154,6 +154,23 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   H200, 4 nodes, DeepSeek-V3 shape) agree with the roofline's prefill all-to-all once scaled to V4-Flash's
   hidden size and top-k (about 257 against 253 us per layer at 256 tokens per GPU); at smaller chunks the
   roofline is up to 28% faster than measured, so measured data would not lift EP's prefill.
+* **Expert skew: measured routing against the casebook's loads (case 5, rounds 1 and 2).** The EP
+  step times above keep aiconfigurator-core's own routing: its EP rows are collected under power-law routing
+  (alpha 1.01), which costs the routed-expert GEMMs about 1.26x its balanced rows on a compute-bound
+  8,192-token prefill at EP32 (`moe/sglang/0.5.14/moe_perf.parquet`, V4-Flash's shape) and nothing in
+  decode (44 requests per rank: 4.4 ms against 4.6 ms balanced). The imbalance the simulator reports comes
+  from the casebook's own loads instead (7.2x max/avg per expert, 1.93x for the busiest of 32 ranks under
+  the trivial placement) and EPLB is applied as a step-wide factor from that 1.93x to about 1.0x. The two
+  do not agree, and the step-wide factor overstates EPLB where the GEMMs stream weights: it takes about a
+  third off a decode step that measured balanced rows leave almost unchanged. Pricing the routed experts
+  at the busiest rank's load on the measured balanced rows instead (the same measured op, evaluated at
+  1.93x the tokens for the trivial placement and at 1.0x under EPLB) was tried. EPLB then raises an EP +
+  two-batch-overlap round of the `moe-at-scale` playbook (8,000 prompts) by 18%, the casebook's +18% (+46%
+  as shipped). But over 20,000 prompts EP + DP attention falls to 0.81x TP8 x 16 (0.92x as shipped) with
+  median ITL 8% below TP8's (the casebook's 31%), and the two-batch-overlap form loses 5-7% of TP8 x 16's
+  throughput, so the playbook's cost objective rolls it back and never reaches EPLB. Those moves away from
+  the casebook's case-5 rounds are why it is not the default: as shipped, the EPLB rows overstate EPLB's
+  gain, and the EP rows carry aiconfigurator's milder skew.
 * **PD prefill nodes (case 5, rounds 3 and 4).** The casebook's 5 / 11 split at 198 req/s implies each
   TP8 prefill node prefills about 120k tokens/s; aiconfigurator-core's measured DeepSeek-V4-Flash kernels
   give a TP8 node about 44k (16,384-token chunks), so at every split the TP8 prefill pool is the
