@@ -171,6 +171,18 @@ and the ragged batch of a closed loop, so it sits at or a little above the stati
   throughput, so the playbook's cost objective rolls it back and never reaches EPLB. Those moves away from
   the casebook's case-5 rounds are why it is not the default: as shipped, the EPLB rows overstate EPLB's
   gain, and the EP rows carry aiconfigurator's milder skew.
+* **DP-attention ranks are scheduled together.** Under `--enable-dp-attention` each of SGLang 0.5.23's DP
+  ranks has its own scheduler, waiting queue, radix cache and share of the KV pool; the DP controller hands
+  requests out round-robin (`managers/data_parallel_controller.py`, `--load-balance-method auto`), and in
+  every step some ranks may extend while the others decode, the decode batches riding the same
+  synchronised forward (`scheduler_components/dp_attn.py` prepare_mlp_sync_batch_raw,
+  maybe_convert_decode_to_extend), which lasts as long as its slowest rank. The simulator schedules the
+  ranks of an instance as one pool instead: a prefill step fills every rank's chunk at once, then all ranks
+  decode. That is the coordinated schedule `--enable-prefill-delayer` (off by default) works towards. Which
+  way the difference moves throughput is not settled: the pooled schedule never lets one rank's chunk
+  stretch a step the other ranks spend decoding one token, but it also stops every rank's decoding for a
+  prefill step. Its prefix-cache hit rate is that of one pooled tree rather than of per-rank trees, an upper
+  bound for DP-attention servers.
 * **PD prefill nodes (case 5, rounds 3 and 4).** The casebook's 5 / 11 split at 198 req/s implies each
   TP8 prefill node prefills about 120k tokens/s; aiconfigurator-core's measured DeepSeek-V4-Flash kernels
   give a TP8 node about 44k (16,384-token chunks), so at every split the TP8 prefill pool is the
