@@ -18,6 +18,18 @@ from service.store import Scope, open_store
 CLI = str(Path(sys.executable).parent / "sglang-tuner")
 
 
+def wait_ready(url: str, seconds: float, poll: float = 0.05) -> bool:
+    """Poll `url`/readyz until it answers 200; False when `seconds` pass first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return True
+        except httpx.TransportError:
+            time.sleep(poll)
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -37,14 +49,8 @@ class Service:
         self.process = subprocess.Popen([CLI, "serve", "--port", str(self.port), "--lease-seconds", "2",
                                          *self.extra_args], env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("the service did not become ready")
+        if not wait_ready(self.url, 30, poll=0.1):
+            raise AssertionError("the service did not become ready")
 
     def kill(self) -> None:
         assert self.process is not None

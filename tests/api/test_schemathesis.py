@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import uvicorn
 from hypothesis import HealthCheck, given, settings
@@ -21,17 +18,12 @@ from service.plugin_host import PluginHost
 from service.store import Scope, open_store
 from service.workers.pool import WorkerSettings
 from tests.api.fakes import FakeExecutor, FakePlugin
+from tests.api.service_process import free_port, wait_ready
 
 schemathesis = pytest.importorskip("schemathesis")  # a test dependency: pip install schemathesis
 _openapi_checks = pytest.importorskip("schemathesis.specs.openapi.checks")
 CHECKS = (schemathesis.checks.not_a_server_error, _openapi_checks.response_schema_conformance,
           _openapi_checks.content_type_conformance)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _serve(tmp: Path) -> Iterator[tuple[str, str]]:
@@ -47,18 +39,12 @@ def _serve(tmp: Path) -> Iterator[tuple[str, str]]:
     settings_ = ServiceSettings(db_url=db, workers=WorkerSettings(poll_seconds=0.05))
     app = create_app(settings_, plugins=PluginHost(plugins=[("fake", FakePlugin())], load_entry_points=False),
                      executor=FakeExecutor(rounds=1, round_seconds=0.01))
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.05)
+    wait_ready(url, 20)
     yield url, token
     server.should_exit = True
     thread.join(timeout=10)
