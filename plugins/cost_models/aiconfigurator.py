@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from plugins.cost_models.aic_engines import aic_system, compile_engine, gather_dispatch_ops_json, uses_alltoall
+from plugins.cost_models.aic_engines import (
+    ExpertSwap,
+    aic_system,
+    compile_engine,
+    deepep_expert_swap,
+    gather_dispatch_ops_json,
+    uses_alltoall,
+)
 from plugins.cost_models.roofline import RooflineCostModel, RooflineStep
 from service import CostModel, Hardware, ModelSpec, ServerConfig, StepCostModel
 
@@ -66,6 +73,10 @@ class AiconfiguratorStep(StepCostModel):
     # to take out of every step (aiconfigurator prices SGLang's `none` path), replaced by the all-to-all.
     gather_dispatch_json: str | None = None
     alltoall: bool = False
+    # Also under DeepEP with FP8 block weights: the measured fused-Triton expert op the step prices, and the
+    # DeepGEMM expert op SGLang runs instead (`aic_engines.deepep_expert_swap`).
+    expert_swap: ExpertSwap | None = None
+    expert_swap_misses: int = 0
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
 
     def fallback_steps(self) -> int:
@@ -75,6 +86,9 @@ class AiconfiguratorStep(StepCostModel):
         if self.engine is None:
             return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"
         swap = "; DeepEP all-to-all from the roofline in place of the measured gather/reduce" if self.alltoall else ""
+        if self.expert_swap is not None:
+            swap += ("; routed experts from aiconfigurator's measured SGLang DeepEP expert rows (DeepGEMM) at "
+                     f"{self.expert_swap.note}, in place of the fused Triton rows")
         return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing{swap}"
 
     # -- engine access ---------------------------------------------------------------------------------------
@@ -105,8 +119,8 @@ class AiconfiguratorStep(StepCostModel):
         batch = max(batch, 1)
         measured = self._measured_decode(batch, max(context_tokens, 0) / batch) if self.engine else None
         if measured is not None and self.alltoall:
-            measured = self._with_alltoall(measured, self._gather_ms(False, batch, max(context_tokens, 0) // batch),
-                                           batch, prefill=False)
+            replaced = self._comm_and_experts_ms(False, batch)
+            measured = self._with_alltoall(measured, replaced, batch, prefill=False)
         if measured is None:
             self.fallbacks += 1
             return self.fallback.decode_seconds(batch, context_tokens)
@@ -127,7 +141,8 @@ class AiconfiguratorStep(StepCostModel):
         requests = max(min(requests, new_tokens), 1)
         measured = self._measured_prefill(new_tokens, max(cached_tokens, 0), requests) if self.engine else None
         if measured is not None and self.alltoall:
-            measured = self._with_alltoall(measured, self._gather_ms(True, 1, new_tokens), new_tokens, prefill=True)
+            replaced = self._comm_and_experts_ms(True, new_tokens)
+            measured = self._with_alltoall(measured, replaced, new_tokens, prefill=True)
         if measured is None:
             self.fallbacks += 1
             return self.fallback.prefill_seconds(new_tokens, cached_tokens, requests)
@@ -147,30 +162,47 @@ class AiconfiguratorStep(StepCostModel):
 
     # -- DeepEP: the measured step without its gather/reduce dispatch, plus the all-to-all ------------------
 
-    def _gather_ms(self, prefill: bool, batch: int, tokens: int) -> float | None:
-        """Measured gather + reduce dispatch ms of one step (batch requests in decode, tokens in prefill)."""
-        engine, ops_json = self.engine, self.gather_dispatch_json
+    def _ops_ms(self, tag: str, ops_json: str | None, prefill: bool, count: float) -> float | None:
+        """ms of an aiconfigurator MoE op list for `count` tokens (prefill) or requests (decode) of one DP rank.
+
+        MoE ops see tokens only, so a decode step's context length does not enter (it is fixed at 1,024).
+        """
+        engine = self.engine
         if engine is None or ops_json is None:
             return None
-        lo, hi, frac = bracket(tokens if prefill else batch, COUNT_GRID)
-        context = max(tokens, 1)
+        lo, hi, frac = bracket(count, COUNT_GRID)
 
         def one(point: int) -> float | None:
             def call() -> float:
                 rows = engine.evaluate_ops_json(ops_json, prefill, 1 if prefill else point,
-                                                point if prefill else context, 0)
+                                                point if prefill else 1024, 0)
                 return sum(float(row[1]) for row in rows)
-            return self._measured_ms(("gather", prefill, point), call)
+            return self._measured_ms((tag, prefill, point), call)
 
         a, b = one(lo), one(hi)
         return None if a is None or b is None else a + (b - a) * frac
 
-    def _with_alltoall(self, measured: float, gather_ms: float | None, tokens: int, prefill: bool) -> float | None:
-        """`measured` seconds with the gather/reduce dispatch swapped for DeepEP's dispatch + combine."""
-        if gather_ms is None:
+    def _comm_and_experts_ms(self, prefill: bool, count: int) -> float | None:
+        """ms the measured step spends on what a DeepEP server runs differently: the gather/reduce dispatch,
+        and (with FP8 block weights) the fused Triton expert GEMMs in place of DeepGEMM's."""
+        gather = self._ops_ms("gather", self.gather_dispatch_json, prefill, count)
+        swap = self.expert_swap
+        if gather is None or swap is None:
+            return gather
+        fused = self._ops_ms("fused", swap.fused_json, prefill, count)
+        deepep_json = swap.deepep_context_json if prefill else swap.deepep_generation_json
+        deepep = self._ops_ms("deepep", deepep_json, prefill, max(count * swap.token_scale, 1.0))
+        if fused is None or deepep is None:
+            self.expert_swap_misses += 1
+            return gather
+        return gather + fused - deepep
+
+    def _with_alltoall(self, measured: float, replaced_ms: float | None, tokens: int, prefill: bool) -> float | None:
+        """`measured` seconds without `replaced_ms` (the gather/reduce path), plus DeepEP's dispatch + combine."""
+        if replaced_ms is None:
             return None
         alltoall = self.fallback.moe_alltoall_seconds(tokens, prefill)
-        step = max(measured - gather_ms / 1e3, 0.1 * measured) + alltoall
+        step = max(measured - replaced_ms / 1e3, 0.1 * measured) + alltoall
         return self.fallback.overlap_alltoall(step, alltoall)
 
     # -- refinements: measured steps scaled by the roofline's ratios ----------------------------------------
@@ -233,4 +265,5 @@ class AiconfiguratorCostModel(CostModel):
         alltoall = compiled.engine is not None and uses_alltoall(model, server)
         return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
                                   reason=compiled.error, alltoall=alltoall,
-                                  gather_dispatch_json=gather_dispatch_ops_json(model, server) if alltoall else None)
+                                  gather_dispatch_json=gather_dispatch_ops_json(model, server) if alltoall else None,
+                                  expert_swap=deepep_expert_swap(model, server) if alltoall else None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from plugins.cost_models.aiconfigurator import AiconfiguratorCostModel
@@ -56,3 +58,22 @@ def test_measured_step_swaps_the_gather_for_the_all_to_all(flash) -> None:
     assert deepep.fallback_steps() == 0
     # Its MoE rows are collected under power-law routing: the EP step already waits for the busiest rank.
     assert deepep.includes_expert_skew() and "DeepEP" in deepep.describe()
+
+
+@pytest.mark.skipif(not AiconfiguratorCostModel().available(), reason="aiconfigurator-core is not installed")
+def test_deepep_servers_price_routed_experts_on_deepgemm_rows(flash) -> None:
+    # `--moe-runner-backend auto` with DeepEP runs DeepGEMM (fp8.py is_deepgemm_moe_runner_backend_enabled);
+    # aiconfigurator's measured DeepEP expert rows have DeepSeek-V3's shape, so V4-Flash's tokens are scaled
+    # to the same per-GPU GEMM work: top-6 x 4096 x 2048 against top-8 x 7168 x 2048.
+    deepep = AiconfiguratorCostModel().bind(flash, FOUR_NODES, _servers()[1])
+    swap = deepep.expert_swap
+    assert swap is not None and swap.token_scale == pytest.approx(6 * 4096 / (8 * 7168))
+    fused = dataclasses.replace(deepep, expert_swap=None, _memo={})
+    # A 1,024-token per-rank chunk (8,192 tokens over the instance) runs faster on DeepGEMM than on the
+    # fused Triton rows; a 44-request decode sits on both kernels' launch floor.
+    assert deepep.prefill_seconds(1024, 0, 1) < 0.85 * fused.prefill_seconds(1024, 0, 1)
+    assert deepep.decode_seconds(PER_RANK, CONTEXT) == pytest.approx(fused.decode_seconds(PER_RANK, CONTEXT), rel=0.1)
+    assert deepep.expert_swap_misses == 0 and deepep.fallback_steps() == 0
+    assert "DeepGEMM" in deepep.describe()
+    bf16 = ServerConfig(**{**EP32, "quantization": None}, moe_a2a_backend="deepep")
+    assert AiconfiguratorCostModel().bind(flash, FOUR_NODES, bf16).expert_swap is None
