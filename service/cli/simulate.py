@@ -52,7 +52,8 @@ def _summary(result: RoundResult) -> str:
     lines = [
         f"status: {result.status}" + (f" ({result.error})" if result.error else ""),
         f"source: {result.provenance.source} via {result.provenance.runner}, cost model "
-        f"{result.provenance.cost_model} ({result.provenance.cost_model_fallback_steps} fallback steps)",
+        f"{result.provenance.cost_model} ({result.provenance.cost_model_fallback_steps} fallback steps)"
+        + (f": {result.provenance.cost_model_detail}" if result.provenance.cost_model_detail else ""),
         f"Successful requests:              {b.completed}",
         f"Benchmark duration (s):           {b.duration:.2f}",
         f"Request throughput (req/s):       {b.request_throughput:.2f}",

@@ -49,6 +49,10 @@ class Provenance(msgspec.Struct, kw_only=True):
     cost_model: str | None = None
     cost_model_fallback_steps: int = 0
     cost_model_steps: int = 0
+    # What answered the steps, from the bound step models' `describe()`: the data source, any mapping to a
+    # similar model, and what was priced analytically in place of measured ops (one entry per distinct
+    # answer, " | "-joined with the worker roles in front when a round has more than one).
+    cost_model_detail: str = ""
     sglang_version: str | None = None
     # The traffic seed of this repeat, stamped by the engine: repeats of two rounds with the same seed saw
     # the same prompts, so a policy may compare them pair by pair.

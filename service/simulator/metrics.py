@@ -100,6 +100,18 @@ def server_metrics(cluster: Cluster) -> ServerMetrics:
     )
 
 
+def cost_model_detail(cluster: Cluster) -> str:
+    """The step models' own provenance lines, once each, with the worker roles when they differ."""
+    roles: dict[str, list[str]] = {}
+    for worker in cluster.all_workers():
+        seen = roles.setdefault(worker.setup.cost.describe(), [])
+        if worker.setup.role not in seen:
+            seen.append(worker.setup.role)
+    if len(roles) == 1:
+        return next(iter(roles))
+    return " | ".join(f"{'/'.join(who)}: {text}" for text, who in roles.items())
+
+
 def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_model: str,
                  rng: np.random.Generator) -> RoundResult:
     """The whole `RoundResult` of a simulated round."""
@@ -125,6 +137,7 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
         status=RoundStatus.PARTIAL if aborted or outcome.truncated else RoundStatus.OK,
         provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model,
                               cost_model_fallback_steps=fallback, cost_model_steps=steps,
+                              cost_model_detail=cost_model_detail(cluster),
                               sglang_version=scenario.sglang_version, note="; ".join(cluster.notes)),
         bench=bench, server=server,
         failure_rate=(sum(failures.values()) + aborted) / n,

@@ -80,3 +80,6 @@ class CachedStepCost(StepCostModel):
 
     def includes_expert_skew(self) -> bool:
         return self.inner.includes_expert_skew()
+
+    def describe(self) -> str:
+        return self.inner.describe()

@@ -1,0 +1,48 @@
+"""A simulated round says which step model answered, in that model's own words."""
+
+from __future__ import annotations
+
+import msgspec
+
+from service.domain import Deployment, RouterConfig, WorkerGroup, resolve_model
+from service.simulator import simulate_round
+from service.simulator.analytic import AnalyticStepCost
+
+from .conftest import load
+
+
+class _Described(AnalyticStepCost):
+    """The analytic model, describing itself by the server layout it was bound to."""
+
+    def describe(self) -> str:
+        return f"analytic steps at TP{self.server.tp_size}"
+
+
+def _binder(scenario):  # noqa: ANN001, ANN202 - BindCost
+    model = resolve_model(scenario.model)
+    return model, lambda server: _Described(model=model, hardware=scenario.hardware, server=server)
+
+
+def _bench(scenario, prompts: int):  # noqa: ANN001, ANN202
+    return msgspec.structs.replace(scenario, bench=msgspec.structs.replace(scenario.bench, num_prompts=prompts))
+
+
+def test_the_round_carries_the_step_models_description() -> None:
+    scenario = _bench(load("coding-assistant-round0"), 40)
+    model, bind = _binder(scenario)
+    result = simulate_round(scenario, model, bind, seed=3, cost_model="analytic")
+    assert result.provenance.cost_model == "analytic"
+    assert result.provenance.cost_model_detail == "analytic steps at TP8"
+
+
+def test_a_split_round_names_each_role_with_its_own_description() -> None:
+    base = _bench(load("coding-assistant-round0"), 40)
+    server = base.deployment.groups[0].server
+    groups = [WorkerGroup(name="prefill", role="prefill", replicas=1, server=msgspec.structs.replace(server, tp_size=4)),
+              WorkerGroup(name="decode", role="decode", replicas=2, server=msgspec.structs.replace(server, tp_size=2))]
+    router = RouterConfig(policy="round_robin", prefill_policy="round_robin", decode_policy="round_robin")
+    scenario = msgspec.structs.replace(base, deployment=Deployment(router=router, groups=groups))
+    model, bind = _binder(scenario)
+    result = simulate_round(scenario, model, bind, seed=3, cost_model="analytic")
+    assert result.bench.completed == 40
+    assert result.provenance.cost_model_detail == "prefill: analytic steps at TP4 | decode: analytic steps at TP2"
