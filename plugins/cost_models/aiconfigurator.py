@@ -89,6 +89,8 @@ class AiconfiguratorStep(StepCostModel):
         if self.expert_swap is not None:
             swap += ("; routed experts from aiconfigurator's measured SGLang DeepEP expert rows (DeepGEMM) at "
                      f"{self.expert_swap.note}, in place of the fused Triton rows")
+            if self.expert_swap_misses:
+                swap += " (the fused rows kept where either has no data for a step's shape)"
         return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing{swap}"
 
     # -- engine access ---------------------------------------------------------------------------------------
