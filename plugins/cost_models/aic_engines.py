@@ -205,8 +205,7 @@ def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | No
         from aiconfigurator_core.sdk import common
         from aiconfigurator_core.sdk.engine import build_ops_json
 
-        fp8 = (server.quantization or "").lower() in FP8_QUANTIZATIONS or server.weight_dtype == "fp8"
-        quant = common.MoEQuantMode.fp8_block if fp8 else None
+        quant = common.MoEQuantMode.fp8_block if fp8_block_experts(server) else None
         ops = [aic_ops.MoEDispatch(f"moe_{'pre' if pre else 'post'}_dispatch", model.num_layers, model.hidden_size,
                                    model.experts_per_token, model.num_experts, moe_tp, moe_ep, adp, pre,
                                    quant_mode=quant, attn_cp_size=1, backend="sglang")
@@ -216,8 +215,14 @@ def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | No
         return None
 
 
-# aiconfigurator-core's own routing for MoE steps: `workload_distribution = "power_law"` with alpha 1.01.
-MEASURED_ROUTING = "power_law_1.01"
+def fp8_block_experts(server: ServerConfig) -> bool:
+    """Whether the routed experts run FP8 block-quantized (`--quantization fp8` or an FP8 checkpoint)."""
+    return (server.quantization or "").lower() in FP8_QUANTIZATIONS or server.weight_dtype == "fp8"
+
+
+# The routing aiconfigurator-core's DeepSeek-family models price MoE steps under (`workload_distribution`
+# "power_law", alpha 1.01 in `sdk/models/deepseek*.py`; its generic MoE and Qwen3.5 models use 1.2).
+DEEPSEEK_ROUTING = "power_law_1.01"
 # The routed-expert shape of aiconfigurator-core's SGLang DeepEP expert rows (`deepep_moe`, DeepSeek-V3:
 # hidden, expert intermediate, top-k, experts), FP8 block weights only.
 DEEPEP_REFERENCE_SHAPE = (7168, 2048, 8, 256)
@@ -228,7 +233,7 @@ class ExpertSwap:
     """The routed-expert op a measured step prices, and SGLang's DeepEP expert op to price in its place.
 
     `token_scale` converts the model's tokens to the reference shape's tokens of the same per-GPU GEMM work
-    (top-k x hidden x intermediate); 1.0 when aiconfigurator has rows for the model's own shape.
+    (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape.
     """
 
     fused_json: str
@@ -245,16 +250,16 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
     DeepEP all-to-all resolves to DeepGEMM (grouped contiguous GEMM for normal-mode batches, masked for
     low-latency ones). aiconfigurator-core prices every EP step with its fused-MoE rows (`moe_perf`, the
     `none` backend's Triton kernel) and measures SGLang's DeepEP expert kernels separately
-    (`MoEExpertCompute`, kernel source `deepep_moe`). None when there is nothing to swap (no FP8 block
-    weights, no EP, aiconfigurator without the op).
+    (`MoEExpertCompute`, kernel source `deepep_moe`, DeepSeek-V3's shape). The swap applies to DeepSeek-family
+    (MLA) models, whose measured steps use the routing above; None otherwise, and without FP8 block weights,
+    EP or the op in aiconfigurator.
     """
-    if not model.is_moe or not model.num_experts or not uses_alltoall(model, server):
+    if model.attention is not AttentionKind.MLA or not uses_alltoall(model, server) or not fp8_block_experts(server):
         return None
-    fp8 = (server.quantization or "").lower() in FP8_QUANTIZATIONS or server.weight_dtype == "fp8"
-    if not fp8:
-        return None  # the DeepEP expert rows are FP8-block only
     _, adp, moe_tp, moe_ep = parallel_layout(model, server)
     inter = model.moe_intermediate_size or model.intermediate_size
+    ref_h, ref_i, ref_k, ref_e = DEEPEP_REFERENCE_SHAPE
+    scale = (model.experts_per_token * model.hidden_size * inter) / (ref_k * ref_h * ref_i)
     try:
         import aiconfigurator_core.sdk.operations as aic_ops
         from aiconfigurator_core.sdk import common
@@ -262,21 +267,19 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
 
         quant = common.MoEQuantMode.fp8_block
         fused = aic_ops.MoE("routed_experts", model.num_layers, model.hidden_size, inter, model.experts_per_token,
-                            model.num_experts, moe_tp, moe_ep, quant, MEASURED_ROUTING, adp)
-        own = (model.hidden_size, inter, model.experts_per_token, model.num_experts)
-        ref_h, ref_i, ref_k, ref_e = own if own == DEEPEP_REFERENCE_SHAPE else DEEPEP_REFERENCE_SHAPE
-        scale = (model.experts_per_token * model.hidden_size * inter) / (ref_k * ref_h * ref_i)
+                            model.num_experts, moe_tp, moe_ep, quant, DEEPSEEK_ROUTING, adp)
 
         def deepep(phase: str) -> str:
             op = aic_ops.MoEExpertCompute("routed_experts", model.num_layers, hidden_size=ref_h, inter_size=ref_i,
                                           topk=ref_k, num_experts=ref_e, moe_ep_size=moe_ep, quant_mode=quant,
-                                          workload_distribution=MEASURED_ROUTING, attention_dp_size=adp,
+                                          workload_distribution=DEEPSEEK_ROUTING, attention_dp_size=adp,
                                           inference_phase=phase)
             return str(build_ops_json([op]))
 
         fused_json, context_json, generation_json = str(build_ops_json([fused])), deepep("context"), deepep("generation")
     except Exception:  # noqa: BLE001 - an aiconfigurator without these ops keeps the fused rows
         return None
-    note = ("its own shape" if own == DEEPEP_REFERENCE_SHAPE else
+    own = (model.hidden_size, inter, model.experts_per_token, model.num_experts) == DEEPEP_REFERENCE_SHAPE
+    note = ("its own shape" if own else
             f"DeepSeek-V3's expert shape at {scale:.2f}x the tokens (the same per-GPU GEMM work)")
     return ExpertSwap(fused_json, context_json, generation_json, scale, note)
