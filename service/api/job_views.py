@@ -4,7 +4,8 @@ A job view read on the request path costs a database read and several thread hop
 every hop waits its turn on the event loop behind the other requests in flight: with many clients polling
 running jobs, those waits made the slowest requests (`bench/api.py`, BENCHMARKS.md "API"). So requests are
 answered from this index, and the database is read off the request path: a background task refreshes the
-views of queued and running jobs every `refresh_seconds`, with one query for all running jobs. Views of
+views of queued and running jobs clients have asked for within `max_stale_seconds` every `refresh_seconds`,
+with one query for all running jobs (a job nobody polls is dropped and read again when asked for). Views of
 finished jobs never change (a finished job is immutable) and are kept. A view is read on the request path
 only the first time a job is asked for, or when the refresher has fallen `max_stale_seconds` behind (then
 concurrent requests for one job share a single read). The API's own writes (create, cancel) replace the
@@ -39,9 +40,12 @@ class JobViewIndex:
         self.max_stale_seconds = max(refresh_seconds * 10, 5.0) if max_stale_seconds is None else max_stale_seconds
         self._entries: dict[str, tuple[float, JobView]] = {}
         self._reads: dict[str, asyncio.Future[JobView | None]] = {}
+        self._asked: dict[str, float] = {}  # when each job's view was last asked for
 
     async def view(self, job_id: str, read: Callable[[], Awaitable[JobView | None]]) -> JobView | None:
         """The indexed view of `job_id` if fresh enough, else the result of `read()` (shared by concurrent callers)."""
+        if self.refresh_seconds > 0:
+            self._asked[job_id] = time.monotonic()
         hit = self._entries.get(job_id)
         if hit is not None and self._fresh(*hit):
             return hit[1]
@@ -83,15 +87,22 @@ class JobViewIndex:
             return  # written by the API after this view was read: the entry is the newer truth
         if current is None and len(self._entries) >= CAPACITY:
             self._entries.clear()
+            self._asked.clear()
         self._entries[view.id] = (read_at, view)
 
-    def live_ids(self) -> list[str]:
-        """Ids of the indexed jobs that are queued or running."""
-        return [job_id for job_id, (_, view) in self._entries.items() if not view.state.is_terminal()]
+    def _polled_live_ids(self) -> list[str]:
+        """Ids of the indexed queued or running jobs asked for lately; the others leave the index."""
+        since = time.monotonic() - self.max_stale_seconds
+        self._asked = {job_id: at for job_id, at in self._asked.items() if at >= since}
+        live = [job_id for job_id, (_, view) in self._entries.items() if not view.state.is_terminal()]
+        for job_id in live:
+            if job_id not in self._asked:
+                del self._entries[job_id]
+        return [job_id for job_id in live if job_id in self._asked]
 
     async def refresh(self, store: Store) -> None:
-        """Re-read every indexed queued or running job: one listing for the running ones, a read for the rest."""
-        live = self.live_ids()
+        """Re-read every polled queued or running job: one listing for the running ones, a read for the rest."""
+        live = self._polled_live_ids()
         if not live:
             return
         read_at = time.monotonic()
@@ -101,7 +112,7 @@ class JobViewIndex:
             if job is None:
                 self._entries.pop(job_id, None)
                 continue
-            self.put(job_view(job, await store.queue_position(job)), read_at=read_at)
+            self.put(await read_view(store, job), read_at=read_at)
 
     async def keep_fresh(self, store: Store) -> None:
         """Refresh the index every `refresh_seconds` until cancelled; a failed refresh is retried next time."""
@@ -124,6 +135,11 @@ class JobViewIndex:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def read_view(store: Store, job: JobRecord) -> JobView:
+    """A job's view as stored now, with its queue position."""
+    return job_view(job, await store.queue_position(job))
 
 
 async def _running_jobs(store: Store) -> dict[str, JobRecord]:

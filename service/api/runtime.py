@@ -10,6 +10,7 @@ from service.plugin_host import PluginHost
 from service.scheduler import ScheduleRunner
 from service.store import DEFAULT_DB_URL, Store
 from service.workers.bell import EventBell
+from service.workers.engine_process import SERVING_CPUS
 from service.workers.metrics import ServiceMetrics
 from service.workers.pool import JobWorkers, WorkerSettings
 
@@ -29,7 +30,7 @@ class ServiceSettings:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     workers: WorkerSettings = field(default_factory=WorkerSettings)
     # CPUs kept free of simulated jobs' processes for serving requests (0: jobs may use every CPU).
-    serving_cpus: int = 1
+    serving_cpus: int = SERVING_CPUS
     run_workers: bool = True
     run_scheduler: bool = True
     sse_poll_seconds: float = 1.0

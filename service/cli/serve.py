@@ -13,6 +13,7 @@ from service.api.app import create_app
 from service.api.runtime import DevModeRefusedError, ServiceSettings, check_dev_mode
 from service.logs import get_logger
 from service.store import DEFAULT_DB_URL
+from service.workers.engine_process import SERVING_CPUS
 from service.workers.pool import WorkerSettings
 
 log = get_logger(__name__)
@@ -40,7 +41,7 @@ def db_option(function: click.decorators.FC) -> click.decorators.FC:
               help="Jobs this instance runs at once.")
 @click.option("--lease-seconds", default=30.0, show_default=True, type=click.FloatRange(1, 3600),
               help="A job whose worker misses heartbeats this long is requeued by the next instance.")
-@click.option("--serving-cpus", default=1, show_default=True, type=click.IntRange(0, 1024),
+@click.option("--serving-cpus", default=SERVING_CPUS, show_default=True, type=click.IntRange(0, 1024),
               help="CPUs kept free of simulated jobs for serving requests; jobs use the rest (all when there are "
                    "no more CPUs than this). 0: jobs may use every CPU.")
 @click.option("--public-url", default=None, metavar="URL",

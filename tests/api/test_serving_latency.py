@@ -73,6 +73,21 @@ async def test_a_view_the_refresher_left_behind_is_read_again_on_request(store: 
 
 
 @pytest.mark.anyio
+async def test_the_refresher_reads_only_jobs_someone_polls(store: Store) -> None:
+    polled, _ = await store.create_job(NewJob(playbook="coding-assistant", runner="simulator", request={}))
+    unpolled, _ = await store.create_job(NewJob(playbook="coding-assistant", runner="simulator", request={}))
+    index, polled_reads, unpolled_reads = JobViewIndex(0.5), CountingReads(store, polled.id), CountingReads(
+        store, unpolled.id)
+    index.put(job_view(unpolled, None))  # what creating it through the API leaves in the index
+    await index.view(polled.id, polled_reads)
+    await index.refresh(store)
+    await index.view(polled.id, polled_reads)
+    assert polled_reads.count == 1  # kept fresh by the refresh
+    await index.view(unpolled.id, unpolled_reads)
+    assert unpolled_reads.count == 1  # left out of the refresh, so read on its first request
+
+
+@pytest.mark.anyio
 async def test_the_refresher_keeps_queue_positions_current(store: Store) -> None:
     first, _ = await store.create_job(NewJob(playbook="coding-assistant", runner="gpu", request={}, resource="h100"))
     second, _ = await store.create_job(NewJob(playbook="coding-assistant", runner="gpu", request={}, resource="h100"))

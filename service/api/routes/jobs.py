@@ -9,10 +9,11 @@ from litestar import Request, Response, Router, get, post
 from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParameter
 
 from service.api.auth import SECURITY, key_id_of
+from service.api.job_views import read_view
 from service.api.problems import Problem, not_found, problem_responses
 from service.api.report import build_report, render_html, render_markdown
 from service.api.routes.deps import Runtime
-from service.api.wire import JobCreate, JobList, JobView, RoundView, job_view, round_view
+from service.api.wire import JobCreate, JobList, JobView, RoundView, round_view
 from service.domain import JobState
 from service.store import JobRecord
 from service.workers.requests import JobRequestError, new_job
@@ -29,10 +30,6 @@ async def _job_or_404(runtime: Runtime, job_id: str) -> JobRecord:
     if job is None:
         raise not_found("job", job_id, _JOB_HINT)
     return job
-
-
-async def _view(runtime: Runtime, job: JobRecord) -> JobView:
-    return job_view(job, await runtime.store.queue_position(job))
 
 
 @post("/", operation_id="createJob", opt=_WRITE, security=SECURITY, status_code=202,
@@ -57,7 +54,7 @@ async def create_job(
     if created:
         runtime.workers.wake()
         runtime.bell.ring()
-    view = await _view(runtime, job)
+    view = await read_view(runtime.store, job)
     runtime.job_views.put(view)
     return Response(view, status_code=202 if created else 200, headers={"Location": f"/v1/jobs/{job.id}"})
 
@@ -75,7 +72,7 @@ async def list_jobs(
     """Jobs newest first, filtered by state, playbook, runner or schedule."""
     page = await runtime.store.list_jobs(state=job_state, playbook=playbook, runner=runner, schedule_id=schedule_id,
                                          limit=limit, cursor=cursor)
-    return JobList(items=[await _view(runtime, job) for job in page.items], next_cursor=page.next_cursor)
+    return JobList(items=[await read_view(runtime.store, job) for job in page.items], next_cursor=page.next_cursor)
 
 
 @get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY,
@@ -90,17 +87,18 @@ async def get_job(
 ) -> JobView:
     """One job, with its queue position while it waits for its runner resource.
 
-    Without `wait`, a queued or running job's view may be up to half a second old (many clients poll the
-    same jobs); with `wait`, the answer is read from the database.
+    Without `wait`, a queued or running job's view is refreshed in the background (many clients poll the
+    same jobs): by default it is under half a second old, and never more than five seconds; with `wait`,
+    the answer is read from the database.
     """
     if wait > 0:
-        waited = await _view(runtime, await _state_change(runtime, await _job_or_404(runtime, job_id), wait))
+        waited = await read_view(runtime.store, await _state_change(runtime, await _job_or_404(runtime, job_id), wait))
         runtime.job_views.put(waited)
         return waited
 
     async def read() -> JobView | None:
         job = await runtime.store.get_job(job_id)
-        return None if job is None else await _view(runtime, job)
+        return None if job is None else await read_view(runtime.store, job)
 
     view = await runtime.job_views.view(job_id, read)
     if view is None:
@@ -138,7 +136,7 @@ async def cancel_job(job_id: JobId, runtime: Runtime) -> Response[JobView]:
                       field="job_id", hint="only queued or running jobs can be cancelled")
     await runtime.workers.request_cancel(job_id)
     runtime.bell.ring()
-    view = await _view(runtime, job)
+    view = await read_view(runtime.store, job)
     runtime.job_views.put(view)
     return Response(view, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
 
