@@ -16,8 +16,8 @@ from enum import StrEnum
 import msgspec
 import numpy as np
 
-from policies.noise import SampleBootstrap, holm_adjust, t_test_p, two_proportion_test, welch_log_se
-from policies.pairing import PairedBootstrap, paired_log_se, t_critical
+from policies.noise import SampleBootstrap, holm_adjust, t_critical, t_test_p, two_proportion_test, welch_log_se
+from policies.pairing import PairedBootstrap, paired_log_se
 from policies.settings import PolicySettings
 from service import RoundResult
 
@@ -115,7 +115,6 @@ class Measurement:
         slots = [np.asarray(r.samples.e2e_ms, dtype=float) / (r.bench.concurrency if r.bench.concurrency > 0 else 1.0)
                  for r in results]
         pooled["e2e_slot_ms"] = np.concatenate(slots) if slots else np.empty(0)
-        counts["e2e_slot_ms"] = counts["e2e_ms"]
         return cls(results=list(results), samples=pooled, counts=counts)
 
     def figures(self, key: str) -> list[float]:
@@ -137,6 +136,7 @@ class Comparison:
         self._boot = SampleBootstrap(settings.bootstrap_seed, settings.bootstrap_resamples, settings.bootstrap_block)
         self._paired = PairedBootstrap(settings.bootstrap_seed, settings.bootstrap_resamples, settings.bootstrap_block)
         self._quantile_se: dict[str, np.ndarray | None] = {}
+        self._rate_se: dict[str, float | None] = {}
 
     @property
     def seed_paired(self) -> bool:
@@ -149,7 +149,7 @@ class Comparison:
         cand = [r.provenance.seed for r in self.candidate.results]
         return bool(base) and base == cand and None not in base
 
-    def paired(self, name: str = "ttft_ms") -> bool:
+    def paired(self, name: str) -> bool:
         """Whether request j of repeat i is the same prompt on both sides: same seeds, same request counts."""
         base, cand = self.baseline.counts[name], self.candidate.counts[name]
         return self.seed_paired and base == cand and sum(base) > 0
@@ -192,7 +192,7 @@ class Comparison:
         sample_se = self._sample_se(spec)
         repeats = seeds if seeds is not None else welch_log_se(base_figures, cand_figures)
         repeat_text = f"paired t over {n_b} seeds" if seeds is not None else f"Welch t over {n_b}+{n_c} repeats"
-        sample_text = "paired block bootstrap" if self.paired() else "block bootstrap"
+        sample_text = "paired block bootstrap" if self.paired(_sample_name(spec.sample)) else "block bootstrap"
         if sample_se is not None and repeats is not None:
             # Both estimates exist: trust the larger, since requests within a run can share more noise
             # (warm-up, drain) than the bootstrap sees.
@@ -214,12 +214,17 @@ class Comparison:
             if se is None or n * (1.0 - quantile) < self.settings.min_tail_exceedances:
                 return None
             return float(se[_QUANTILES.index(quantile)])
-        sides = [_rate_samples(side, spec.sample) for side in (self.baseline, self.candidate)]
+        if spec.sample not in self._rate_se:
+            self._rate_se[spec.sample] = self._rate_bootstrap_se(spec.sample)
+        return self._rate_se[spec.sample]
+
+    def _rate_bootstrap_se(self, rate: str) -> float | None:
+        # Rates are per-request sums over the E2E slots, so the requests pair as the E2E samples do.
+        sides = [_rate_samples(side, rate) for side in (self.baseline, self.candidate)]
         if sides[0] is None or sides[1] is None or min(len(sides[0][1]), len(sides[1][1])) < self.settings.min_samples:
             return None
-        if self.paired("e2e_ms"):
-            return self._paired.ratio_se(sides[0], sides[1])
-        return self._boot.ratio_se(sides[0], sides[1])
+        boot = self._paired if self.paired(_sample_name(rate)) else self._boot
+        return boot.ratio_se(sides[0], sides[1])
 
     def _quantiles(self, name: str) -> np.ndarray | None:
         # One bootstrap per sample array serves every quantile of it.
@@ -242,6 +247,11 @@ class Comparison:
         p = two_proportion_test(*counts[0], *counts[1])
         return MetricChange(spec=spec, baseline=base, candidate=cand, change=cand - base, p_value=p,
                             method="two-proportion z-test")
+
+
+def _sample_name(sample: str | tuple[str, float] | None) -> str:
+    """The per-request samples a figure's noise is resampled from: its own for a quantile, E2E for a rate."""
+    return sample[0] if isinstance(sample, tuple) else "e2e_ms"
 
 
 def _rate_samples(side: Measurement, sample: str) -> tuple[np.ndarray | None, np.ndarray] | None:

@@ -6,6 +6,7 @@ side (baseline or candidate) and the sample count, so the same inputs always giv
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -57,6 +58,18 @@ def student_t_two_sided_p(t: float, df: float) -> float:
     if math.isinf(t):
         return 0.0
     return regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+@functools.lru_cache(maxsize=64)
+def t_critical(df: float) -> float:
+    """The two-sided 5% critical value of Student's t (the normal's 1.96 when `df` is infinite)."""
+    if math.isinf(df):
+        return 1.959963984540054
+    low, high = 0.0, 1e6
+    for _ in range(200):  # bisection on the two-sided p-value, which falls as t grows
+        mid = (low + high) / 2.0
+        low, high = (mid, high) if student_t_two_sided_p(mid, df) > 0.05 else (low, mid)
+    return high
 
 
 def welch_log_se(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[float, float] | None:
@@ -112,6 +125,11 @@ def chunk_counts(resamples: int) -> list[int]:
     return [min(_CHUNK, resamples - start) for start in range(0, resamples, _CHUNK)]
 
 
+def block_length(configured: int, n: int, population: int) -> int:
+    """Requests per resampled block: the configured length, else about sqrt(n), never past the population."""
+    return min(population, configured or max(1, round(math.sqrt(n))))
+
+
 def circular_blocks(rng: np.random.Generator, count: int, n: int, population: int, block: int) -> np.ndarray:
     """`count` resamples of `n` indices into `population`, drawn as runs of `block` consecutive indices
     (wrapping around), so requests that shared a batch move together."""
@@ -138,7 +156,7 @@ class SampleBootstrap:
         key = (n, population, stream)
         if key not in self._cache:
             rng = np.random.default_rng([self._seed, stream, n, population])
-            block = min(population, self._block or max(1, round(math.sqrt(n))))
+            block = block_length(self._block, n, population)
             self._cache[key] = [circular_blocks(rng, count, n, population, block)
                                 for count in chunk_counts(self._resamples)]
         return self._cache[key]

@@ -18,13 +18,12 @@ what the unpaired analysis measures, only with less power, never with less hones
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from policies.noise import chunk_counts, circular_blocks, student_t_two_sided_p
+from policies.noise import block_length, chunk_counts, circular_blocks
 
 # Streams of the seeded generator, distinct from the unpaired bootstrap's 0..2.
 _RESAMPLE_STREAM, _FLIP_STREAM = 3, 4
@@ -47,18 +46,6 @@ def paired_log_se(baseline: Sequence[float], candidate: Sequence[float]) -> tupl
     return se, float(len(ratios) - 1)
 
 
-@functools.lru_cache(maxsize=64)
-def t_critical(df: float, level: float = 0.05) -> float:
-    """The two-sided critical value of Student's t (the normal's 1.96 when `df` is infinite)."""
-    if math.isinf(df):
-        return 1.959963984540054
-    low, high = 0.0, 1e6
-    for _ in range(200):  # bisection on the two-sided p-value, which falls as t grows
-        mid = (low + high) / 2.0
-        low, high = (mid, high) if student_t_two_sided_p(mid, df) > level else (low, mid)
-    return high
-
-
 class PairedBootstrap:
     """Block bootstrap and block sign-flip over pairs of per-request samples (equal-length, aligned arrays).
 
@@ -74,7 +61,7 @@ class PairedBootstrap:
     def _plans(self, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per chunk: resampled request indices, and which requests swap sides."""
         if n not in self._cache:
-            block = min(n, self._block or max(1, round(math.sqrt(n))))
+            block = block_length(self._block, n, n)
             resample = np.random.default_rng([self._seed, _RESAMPLE_STREAM, n])
             flip = np.random.default_rng([self._seed, _FLIP_STREAM, n])
             plans = []

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from policies import CasebookPolicy
-from policies.noise import SampleBootstrap
-from policies.pairing import PairedBootstrap, paired_log_se, t_critical
+from policies.noise import SampleBootstrap, t_critical
+from policies.pairing import PairedBootstrap, paired_log_se
 from service import SLO, Objective, Pattern, RoundResult, Verdict
 from tests.unit.policies.policy_rounds import make_round
 
