@@ -20,6 +20,7 @@ from service.domain import __all__ as _domain_all
 from service.domain.model import shipped_models
 from service.hookspecs import hookimpl
 from service.loadgen import (
+    WARM_PROMPTS_SEED_OFFSET,
     LoadAborted,
     LoadPlan,
     PhaseResult,
@@ -40,6 +41,7 @@ from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssu
 from service.simulator import simulate_round
 
 __all__ = [
+    "WARM_PROMPTS_SEED_OFFSET",
     "Applicability",
     "CostModel",
     "Playbook",

@@ -18,15 +18,16 @@ from service.store import Scope, open_store
 CLI = str(Path(sys.executable).parent / "sglang-tuner")
 
 
-def wait_ready(url: str, seconds: float, poll: float = 0.05) -> bool:
-    """Poll `url`/readyz until it answers 200; False when `seconds` pass first."""
+def wait_ready(url: str, seconds: float, poll: float = 0.05, path: str = "/readyz") -> bool:
+    """Poll `url` + `path` until it answers 200; False when `seconds` pass first."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=1).status_code == 200:
                 return True
         except httpx.TransportError:
-            time.sleep(poll)
+            pass
+        time.sleep(poll)
     return False
 
 

@@ -11,7 +11,6 @@ import asyncio
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from service import RoundContext, RoundResult
 from service.domain import BenchSpec, DocumentSet, LengthDist, PrefixStructure, Scenario, WorkloadProfile, resolve_model
 from service.loadgen import WARM_PROMPTS_SEED_OFFSET, bench_serving_argv, bench_serving_warm_argv, build_prompts
 from service.plugin_host import PluginHost
+from tests.api.service_process import wait_ready
 
 from .conftest import settings, single_worker
 
@@ -98,15 +98,7 @@ def emulator(tmp_path: Path) -> Iterator[str]:
     process = SubprocessLauncher().spawn("attached", argv, env, tmp_path / "attached.log")
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
+        if not wait_ready(url, 60, poll=0.1, path="/health"):
             pytest.fail("the emulator never became healthy: " + process.log_text()[-2000:])
         yield url
     finally:

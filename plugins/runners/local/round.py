@@ -23,6 +23,7 @@ from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, 
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
 from service import (
+    WARM_PROMPTS_SEED_OFFSET,
     LoadAborted,
     LoadPlan,
     PhaseResult,
@@ -209,7 +210,7 @@ class LocalRound:
                                                  self.settings.deadlines.warm_prompts)
             warm_output.unlink(missing_ok=True)  # served before the run: never part of the figures
             self.notes.append(f"warm_prompts: {bench.warm_prompts} prompts by a first bench_serving pass "
-                              f"(seed {warm_argv[warm_argv.index('--seed') + 1]}, exit code {code}), output discarded")
+                              f"(seed {bench.seed + WARM_PROMPTS_SEED_OFFSET}, exit code {code}), output discarded")
         urls = [p.url for p in self.workers if p.url]
         before = await scrape(client, urls)
         offsets = [p.log_size() for p in self.workers]
