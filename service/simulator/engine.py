@@ -106,7 +106,7 @@ class EventLoop:
         if self.decode is not None:
             r.decode_worker = self.decode.router.pick(r.blocks)
         grammar = self.entry.grammar[w]
-        if grammar is not None and r.schema >= 0 and not grammar.request((r, w), r.schema, self.now, not r.warmup):
+        if grammar is not None and r.schema >= 0 and not grammar.request(r, r.schema, self.now, not r.warmup):
             self._await_grammar(w)  # a cache miss waits in the grammar queue for its compile
         else:
             self._arrive(r, self.entry.workers[w])
@@ -123,8 +123,8 @@ class EventLoop:
         assert grammar is not None
         if version != grammar.version:
             return  # a compile started or finished since: the pool re-timed its compiles
-        for r, worker in grammar.collect(self.now):  # type: ignore[misc]
-            self._arrive(r, self.entry.workers[worker])
+        for r in grammar.collect(self.now):  # each worker has its own grammar cache
+            self._arrive(r, self.entry.workers[w])  # type: ignore[arg-type]
         self._await_grammar(w)
 
     def _arrive(self, r: SimRequest, worker: Worker) -> None:

@@ -179,7 +179,7 @@ class GrammarCache:
     """
 
     backend: str
-    host: HostShare = field(default_factory=lambda: HostShare(cores=48.0, ranks=1))
+    host: HostShare
     ready: set[int] = field(default_factory=set)
     compiled: set[int] = field(default_factory=set)
     compile_seconds: list[float] = field(default_factory=list)
