@@ -57,16 +57,16 @@ class BatchParameters(Technique):
             out.append(ConfigDelta(technique=self.name, summary=f"mem-fraction-static {new}",
                                    set_server={"mem_fraction_static": new}))
         running = server.max_running_requests
-        if client <= running and _pool_has_room(ctx, running):
-            # The KV pool is under half used while the running cap is full: raise the cap and the client
-            # together (casebook case 3 round 4: match --max-running-requests and client concurrency).
-            out.append(ConfigDelta(
-                technique=self.name,
-                summary=f"max-running-requests {2 * running} with client concurrency {2 * running}",
-                set_server={"max_running_requests": 2 * running}, client_concurrency=2 * running))
         if client <= running:
-            out.append(ConfigDelta(technique=self.name, summary=f"client concurrency {2 * running}",
-                                   client_concurrency=2 * running))
+            doubled = 2 * running
+            if _pool_has_room(ctx, running):
+                # The KV pool is under half used while the running cap is full: raise the cap and the client
+                # together (casebook case 3 round 4: match --max-running-requests and client concurrency).
+                out.append(ConfigDelta(
+                    technique=self.name, summary=f"max-running-requests {doubled} with client concurrency {doubled}",
+                    set_server={"max_running_requests": doubled}, client_concurrency=doubled))
+            out.append(ConfigDelta(technique=self.name, summary=f"client concurrency {doubled}",
+                                   client_concurrency=doubled))
         return out
 
 
