@@ -38,9 +38,10 @@ class Backport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 REPLACEMENTS: dict[str, Replacement] = {r.flag: r for r in (
-    # MoE: the boolean switches became --ep-size plus backend choices (0.5.9).
-    Replacement(flag="--enable-ep-moe", use="--ep-size with --moe-a2a-backend", refused_from="0.5.9",
-                requires=("--ep-size", "--moe-a2a-backend")),
+    # MoE: the boolean switches became --ep-size plus backend choices (0.5.9). `--enable-ep-moe` only set
+    # ep_size = tp_size (0.5.2 server_args.py __post_init__); it never chose an all-to-all backend.
+    Replacement(flag="--enable-ep-moe", use="--ep-size equal to --tp-size (an all-to-all also needs "
+                "--moe-a2a-backend)", refused_from="0.5.9", requires=("--ep-size",)),
     Replacement(flag="--enable-deepep-moe", use="--moe-a2a-backend deepep", refused_from="0.5.9",
                 requires=("--moe-a2a-backend",)),
     Replacement(flag="--enable-flashinfer-cutlass-moe", use="--moe-runner-backend flashinfer_cutlass",

@@ -70,7 +70,8 @@ def test_value_outside_choices_lists_the_choices(coding_final):
 def test_removed_flag_names_the_version_and_replacement(coding_final):
     scenario = with_extra(coding_final, enable_ep_moe=True)
     message = _one_error(validate_scenario(scenario, sglang_version="0.5.23"))
-    assert "--enable-ep-moe was removed after 0.5.2; use --ep-size with --moe-a2a-backend" in message
+    assert ("--enable-ep-moe was removed after 0.5.2; use --ep-size equal to --tp-size (an all-to-all also "
+            "needs --moe-a2a-backend)") in message
     issues = validate_scenario(scenario, sglang_version="0.5.2")
     assert _errors(issues) == []
     assert any("--enable-ep-moe is deprecated" in str(issue) for issue in issues)

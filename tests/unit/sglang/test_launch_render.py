@@ -40,8 +40,8 @@ def test_casebook_final_renders_four_tp2_workers_and_a_cache_aware_router(coding
 
 def test_enable_ep_moe_fails_on_0_5_23_naming_the_replacement_and_passes_on_0_5_2(coding_final):
     scenario = with_extra(coding_final, enable_ep_moe=True)
-    with pytest.raises(RenderRefused, match=r"--enable-ep-moe was removed after 0\.5\.2; use --ep-size with "
-                                            r"--moe-a2a-backend"):
+    with pytest.raises(RenderRefused, match=r"--enable-ep-moe was removed after 0\.5\.2; use --ep-size equal to "
+                                            r"--tp-size \(an all-to-all also needs --moe-a2a-backend\)"):
         render_scenario(scenario, sglang_version="0.5.23")
     launch = render_scenario(scenario, sglang_version="0.5.2")
     assert "--enable-ep-moe" in launch.workers[0].argv

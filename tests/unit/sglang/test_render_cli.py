@@ -41,7 +41,8 @@ def test_render_refuses_enable_ep_moe_on_0_5_23_without_a_traceback(tmp_path):
                                                      "enable-metrics = true\nextra = { \"--enable-ep-moe\" = true }"))
     result = _run("render", str(path), "--sglang-version", "0.5.23")
     assert result.exit_code == 1
-    assert "--enable-ep-moe was removed after 0.5.2; use --ep-size with --moe-a2a-backend" in result.output
+    assert ("--enable-ep-moe was removed after 0.5.2; use --ep-size equal to --tp-size (an all-to-all also "
+            "needs --moe-a2a-backend)") in result.output
     assert "Traceback" not in result.output
     assert _run("render", str(path), "--sglang-version", "0.5.2").exit_code == 0
 
