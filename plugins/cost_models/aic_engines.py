@@ -190,6 +190,17 @@ def uses_alltoall(model: ModelSpec, server: ServerConfig) -> bool:
     return model.is_moe and backend != "none" and parallel_layout(model, server)[3] > 1
 
 
+def gathers_moe_input(model: ModelSpec, server: ServerConfig) -> bool:
+    """Whether SGLang runs this server's EP MoE layers on gathered tokens, with no all-to-all.
+
+    With `--moe-a2a-backend none` the sparse MLP runs in ScatterMode.FULL (0.5.2 `layers/communicator.py`
+    _compute_mlp_mode; 0.5.23 `layers/moe/utils.py` is_moe_input_scattered_across_dp_ranks): every rank's
+    tokens are gathered onto each GPU of the instance, which runs its own experts on all of them, and the
+    output is reduced back. `--enable-ep-moe` (0.5.2) only set ep_size = tp_size, so it ran this path.
+    """
+    return model.is_moe and parallel_layout(model, server)[3] > 1 and not uses_alltoall(model, server)
+
+
 def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | None:
     """aiconfigurator's MoE dispatch pair for this layout (gather before the experts, reduce after), as ops JSON.
 

@@ -23,6 +23,7 @@ from plugins.cost_models.aic_engines import (
     compile_engine,
     deepep_expert_swap,
     gather_dispatch_ops_json,
+    gathers_moe_input,
     uses_alltoall,
 )
 from plugins.cost_models.roofline import RooflineCostModel, RooflineStep
@@ -73,6 +74,8 @@ class AiconfiguratorStep(StepCostModel):
     # to take out of every step (aiconfigurator prices SGLang's `none` path), replaced by the all-to-all.
     gather_dispatch_json: str | None = None
     alltoall: bool = False
+    # EP without an all-to-all backend: the measured step's gather/reduce is what SGLang runs.
+    gathered: bool = False
     # Also under DeepEP with FP8 block weights: the measured fused-Triton expert op the step prices, and the
     # DeepGEMM expert op SGLang runs instead (`aic_engines.deepep_expert_swap`).
     expert_swap: ExpertSwap | None = None
@@ -86,6 +89,9 @@ class AiconfiguratorStep(StepCostModel):
         if self.engine is None:
             return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"
         swap = "; DeepEP all-to-all from the roofline in place of the measured gather/reduce" if self.alltoall else ""
+        if self.gathered:
+            swap = ("; EP without an all-to-all backend: every rank's tokens gathered onto each GPU and the MoE "
+                    "output reduced back (SGLang's --moe-a2a-backend none), as aiconfigurator-core prices it")
         if self.expert_swap is not None:
             swap += ("; routed experts from aiconfigurator's measured SGLang DeepEP expert rows (DeepGEMM) at "
                      f"{self.expert_swap.note}, in place of the fused Triton rows")
@@ -267,5 +273,6 @@ class AiconfiguratorCostModel(CostModel):
         alltoall = compiled.engine is not None and uses_alltoall(model, server)
         return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
                                   reason=compiled.error, alltoall=alltoall,
+                                  gathered=compiled.engine is not None and gathers_moe_input(model, server),
                                   gather_dispatch_json=gather_dispatch_ops_json(model, server) if alltoall else None,
                                   expert_swap=deepep_expert_swap(model, server) if alltoall else None)

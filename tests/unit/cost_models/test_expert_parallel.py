@@ -58,6 +58,10 @@ def test_measured_step_swaps_the_gather_for_the_all_to_all(flash) -> None:
     assert deepep.fallback_steps() == 0
     # Its MoE rows are collected under power-law routing: the EP step already waits for the busiest rank.
     assert deepep.includes_expert_skew() and "DeepEP" in deepep.describe()
+    # Without an all-to-all backend the round says it ran SGLang's gather path; a TP-only server says neither.
+    assert gather.gathered and not deepep.gathered and "gathered onto each GPU" in gather.describe()
+    tp8 = AiconfiguratorCostModel().bind(flash, FOUR_NODES, ServerConfig(tp_size=8, quantization="fp8"))
+    assert not tp8.gathered and "gathered" not in tp8.describe()
 
 
 @pytest.mark.skipif(not AiconfiguratorCostModel().available(), reason="aiconfigurator-core is not installed")
