@@ -46,8 +46,9 @@ def ep_instance_gpus(ctx: TuningContext) -> int:
 def ep_server(server: ServerConfig, gpus: int, overlap: bool | None = None) -> ServerConfig:
     """One EP domain over `gpus`: TP = EP = `gpus`, attention data-parallel in groups of 4 GPUs.
 
-    The casebook's `--enable-ep-moe` is gone from SGLang 0.5.9 on; its replacement is `--ep-size` with an
-    all-to-all backend (`service/sglang/replacements.py`), DeepEP for an EP domain spanning nodes. With
+    The casebook's `--enable-ep-moe` only set ep_size = tp_size and chose no all-to-all, so SGLang gathered
+    every rank's tokens onto each GPU (`aic_engines.gathers_moe_input`); the all-to-all the casebook
+    describes is `--moe-a2a-backend deepep`, set here for an EP domain spanning nodes. With
     `overlap`, `--enable-two-batch-overlap` runs one micro-batch's all-to-all under the other's math
     (`batch_overlap/two_batch_overlap.py`); None keeps what `server` has.
     """
