@@ -235,8 +235,9 @@ def fp8_block_experts(server: ServerConfig) -> bool:
 # "power_law", alpha 1.01 in `sdk/models/deepseek*.py`; its generic MoE and Qwen3.5 models use 1.2).
 DEEPSEEK_ROUTING = "power_law_1.01"
 # The routed-expert shape of aiconfigurator-core's SGLang DeepEP expert rows (`deepep_moe`, DeepSeek-V3:
-# hidden, expert intermediate, top-k, experts), FP8 block weights only.
+# hidden, expert intermediate, top-k, experts), FP8 block weights only, and the EP sizes they were measured at.
 DEEPEP_REFERENCE_SHAPE = (7168, 2048, 8, 256)
+DEEPEP_MEASURED_EP = (4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -244,14 +245,34 @@ class ExpertSwap:
     """The routed-expert op a measured step prices, and SGLang's DeepEP expert op to price in its place.
 
     `token_scale` converts the model's tokens to the reference shape's tokens of the same per-GPU GEMM work
-    (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape.
+    (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape. `deepep_generation` is
+    the decode op as (ops JSON, weight) pairs whose weighted sum prices it (see `weight_matched_ep`).
     """
 
     fused_json: str
     deepep_context_json: str
-    deepep_generation_json: str
+    deepep_generation: tuple[tuple[str, float], ...]
     token_scale: float
     note: str
+
+
+def weight_matched_ep(local_experts: float) -> tuple[tuple[int, float], ...]:
+    """The measured EP sizes, with weights, whose DeepSeek-V3 local expert bytes bracket `local_experts`.
+
+    DeepGEMM's masked kernel (DeepEP low-latency batches) streams every local expert's weights once: its
+    measured decode rows sit on a floor proportional to the local experts (0.738, 0.384, 0.205, 0.114 and
+    0.066 ms per layer at EP4 to EP64, nearly flat up to 128 tokens per rank, `wideep_generation_moe_perf`). A
+    model whose experts weigh less is read at the EP size of the same local bytes, linear in between.
+    """
+    ref_e = DEEPEP_REFERENCE_SHAPE[3]
+    points = sorted((ref_e / ep, ep) for ep in DEEPEP_MEASURED_EP)
+    if local_experts <= points[0][0]:
+        return ((points[0][1], 1.0),)
+    for (lo, ep_lo), (hi, ep_hi) in zip(points, points[1:], strict=False):
+        if local_experts <= hi:
+            frac = (local_experts - lo) / (hi - lo)
+            return tuple((ep, w) for ep, w in ((ep_lo, 1.0 - frac), (ep_hi, frac)) if w > 0)
+    return ((points[-1][1], 1.0),)
 
 
 def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | None:
@@ -280,17 +301,23 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
         fused = aic_ops.MoE("routed_experts", model.num_layers, model.hidden_size, inter, model.experts_per_token,
                             model.num_experts, moe_tp, moe_ep, quant, DEEPSEEK_ROUTING, adp)
 
-        def deepep(phase: str) -> str:
+        def deepep(phase: str, ep: int) -> str:
             op = aic_ops.MoEExpertCompute("routed_experts", model.num_layers, hidden_size=ref_h, inter_size=ref_i,
-                                          topk=ref_k, num_experts=ref_e, moe_ep_size=moe_ep, quant_mode=quant,
+                                          topk=ref_k, num_experts=ref_e, moe_ep_size=ep, quant_mode=quant,
                                           workload_distribution=DEEPSEEK_ROUTING, attention_dp_size=adp,
                                           inference_phase=phase)
             return str(build_ops_json([op]))
 
-        fused_json, context_json, generation_json = str(build_ops_json([fused])), deepep("context"), deepep("generation")
+        # Decode: V3's rows at the EP size whose local experts weigh what this model's do.
+        local = model.num_experts / moe_ep * (model.hidden_size * inter) / (ref_h * ref_i)
+        matched = weight_matched_ep(local)
+        generation = tuple((deepep("generation", ep), weight) for ep, weight in matched)
+        fused_json, context_json = str(build_ops_json([fused])), deepep("context", moe_ep)
     except Exception:  # noqa: BLE001 - an aiconfigurator without these ops keeps the fused rows
         return None
     own = (model.hidden_size, inter, model.experts_per_token, model.num_experts) == DEEPEP_REFERENCE_SHAPE
+    decode_at = " / ".join(f"EP{ep}" for ep, _ in matched)
     note = ("its own shape" if own else
-            f"DeepSeek-V3's expert shape at {scale:.2f}x the tokens (the same per-GPU GEMM work)")
-    return ExpertSwap(fused_json, context_json, generation_json, scale, note)
+            f"DeepSeek-V3's expert shape at {scale:.2f}x the tokens (the same per-GPU GEMM work); decode at "
+            f"{decode_at}, the same local expert bytes")
+    return ExpertSwap(fused_json, context_json, generation, scale, note)
