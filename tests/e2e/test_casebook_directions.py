@@ -439,18 +439,48 @@ def test_case5_pd_disaggregation_raises_throughput_at_this_scale(run) -> None:
     assert pd.bench.output_throughput > unified.bench.output_throughput
 
 
-def test_pd_disaggregation_gains_nothing_on_one_node_and_costs_ttft(run) -> None:
-    base = _server(_case1(200), chunked_prefill_size=4096, mem_fraction_static=0.90, **FP8)
-    server = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=4)
-    router = RouterConfig(policy="round_robin", prefill_policy="cache_aware", decode_policy="power_of_two")
-    pd = msgspec.structs.replace(base, deployment=Deployment(router=router, groups=[
-        WorkerGroup(name="prefill", role="prefill", replicas=1, server=server),
-        WorkerGroup(name="decode", role="decode", replicas=1, server=server)]))
-    split, unified = run(pd), run(_replicas(base, tp=4, replicas=2))
-    # At 25 closed-loop requests the client bounds throughput: PD cannot raise it, and every request now
-    # waits for a KV transfer and a half-size prefill pool (the casebook's "lower" is not reproduced).
-    assert split.bench.output_throughput < 1.03 * unified.bench.output_throughput
-    assert split.bench.median_ttft_ms > 3 * unified.bench.median_ttft_ms
+# The casebook's four smaller cases ("PD disaggregation: Detrimental" in its five-case table): each
+# round-0 scenario on its own GPUs as unified replicas, against the same GPUs split into a prefill pool and
+# a decode pool of the same instance size. Values: (TP, instances, prompts).
+SMALL_PD = {"coding-assistant-round0": (2, 4, 500), "document-qa-rag-round0": (2, 2, 1000),
+            "nightly-batch-round0": (1, 2, 1000), "structured-output-round0": (1, 2, 1000)}
+
+
+def _small_pd(name: str) -> tuple[Scenario, Scenario]:
+    tp, instances, prompts = SMALL_PD[name]
+    base = _bench(_load(name), num_prompts=prompts)
+    server = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=tp)
+    router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
+    split = msgspec.structs.replace(base, deployment=Deployment(router=router, groups=[
+        WorkerGroup(name="prefill", role="prefill", replicas=instances // 2, server=server),
+        WorkerGroup(name="decode", role="decode", replicas=instances - instances // 2, server=server)]))
+    return _replicas(base, tp=tp, replicas=instances), split
+
+
+@pytest.mark.parametrize("name", list(SMALL_PD))
+def test_pd_disaggregation_multiplies_ttft_in_the_smaller_cases(run, name: str) -> None:
+    # Every request now waits for a prefill pool of half the GPUs and a KV transfer (x1.9 to x13 here).
+    unified, split = (run(s) for s in _small_pd(name))
+    assert split.bench.median_ttft_ms > 1.5 * unified.bench.median_ttft_ms
+
+
+@pytest.mark.parametrize("name", ["document-qa-rag-round0", "nightly-batch-round0"])
+def test_pd_disaggregation_lowers_throughput_where_the_halved_prefill_pool_binds(run, name: str) -> None:
+    # RAG's 68:1 prompts and the batch job's 256 clients queue in front of one prefill pool (0.89x, 0.75x).
+    unified, split = (run(s) for s in _small_pd(name))
+    assert split.bench.output_throughput < 0.95 * unified.bench.output_throughput
+
+
+@pytest.mark.xfail(strict=True, reason="finding: on the coding and structured-output cases PD raises throughput "
+                   "(1.05x and 1.13x, seeds 11-13: 1.03-1.10x and 1.13x): the decode pool runs twice the batch per "
+                   "instance at little more cost (decode streams the weights once a step, and the 35B-A3B's "
+                   "40-request batch reads 1.5x the expert weights of a 20-request one) and no longer stalls behind "
+                   "prefill chunks (median TPOT 9.9 -> 9.6 ms and 14.0 -> 11.7 ms), while shared prefixes keep the halved prefill "
+                   "pool from binding; median TTFT still rises x13 and x2.2 (docs/fidelity.md)")
+@pytest.mark.parametrize("name", ["coding-assistant-round0", "structured-output-round0"])
+def test_pd_disaggregation_lowers_throughput_where_decode_binds(run, name: str) -> None:
+    unified, split = (run(s) for s in _small_pd(name))
+    assert split.bench.output_throughput < unified.bench.output_throughput
 
 
 def test_case5_dp_attention_prefill_nodes_keep_up_where_tp8_prefill_nodes_queue(run) -> None:
