@@ -239,6 +239,31 @@ def decode_step_table(run: Callable[[Scenario], RoundResult]) -> str:
     return "\n".join(lines)
 
 
+# PD at the casebook's four smaller scales ("Detrimental", no figures): (scenario, TP, instances, prompts).
+SMALL_PD = (("coding-assistant-round0", 2, 4, 500), ("document-qa-rag-round0", 2, 2, 1000),
+            ("nightly-batch-round0", 1, 2, 1000), ("structured-output-round0", 1, 2, 1000))
+
+
+def pd_small_table(run: Callable[[Scenario], RoundResult]) -> str:
+    """Unified replicas against the same GPUs as a prefill pool and a decode pool of the same instance size."""
+    lines = ["| case | unified | PD (prefill / decode) | output tok/s | median TTFT (ms) | median TPOT (ms) | "
+             "throughput lower? |", "|---|---|---|---|---|---|---|"]
+    for name, tp, n, prompts in SMALL_PD:
+        unified = replicas(load(name, num_prompts=prompts), tp, n)
+        group = unified.deployment.groups[0]
+        router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
+        split = msgspec.structs.replace(unified, deployment=Deployment(router=router, groups=[
+            msgspec.structs.replace(group, name="prefill", role="prefill", replicas=n // 2),
+            msgspec.structs.replace(group, name="decode", role="decode", replicas=n - n // 2)]))
+        u, x = run(unified).bench, run(split).bench
+        lines.append(f"| {name.removesuffix('-round0')} | TP{tp} x {n} | TP{tp}: {n // 2} / {n - n // 2} | "
+                     f"{u.output_throughput:.4g} -> {x.output_throughput:.4g} "
+                     f"({x.output_throughput / u.output_throughput:.2f}) | {u.median_ttft_ms:.4g} -> "
+                     f"{x.median_ttft_ms:.4g} | {u.median_tpot_ms:.3g} -> {x.median_tpot_ms:.3g} | "
+                     f"{'yes' if x.output_throughput < u.output_throughput else 'no'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "fidelity.md")
@@ -251,7 +276,8 @@ def main() -> None:
         return asyncio.run(runner.run_round(s, seed=11, context=context))
 
     results = [(row, run(row.before), run(row.after)) for row in rows()]
-    args.out.write_text(TEMPLATE.replace("{{ROUNDS}}", render(results)).replace("{{DECODE}}", decode_step_table(run)))
+    text = TEMPLATE.replace("{{ROUNDS}}", render(results)).replace("{{DECODE}}", decode_step_table(run))
+    args.out.write_text(text.replace("{{PD_SMALL}}", pd_small_table(run)))
     print(f"wrote {args.out}")
 
 
