@@ -239,25 +239,28 @@ def decode_step_table(run: Callable[[Scenario], RoundResult]) -> str:
     return "\n".join(lines)
 
 
-# PD at the casebook's four smaller scales ("Detrimental", no figures): (scenario, TP, instances, prompts).
-SMALL_PD = (("coding-assistant-round0", 2, 4, 500), ("document-qa-rag-round0", 2, 2, 1000),
-            ("nightly-batch-round0", 1, 2, 1000), ("structured-output-round0", 1, 2, 1000))
+# PD at the casebook's four smaller scales ("Detrimental", no figures): (scenario, the five-case table's TP and
+# instances, the PD pools' TP, prompts).
+SMALL_PD = (("coding-assistant-round0", 2, 4, 2, 500), ("document-qa-rag-round0", 2, 2, 2, 1000),
+            ("nightly-batch-round0", 2, 1, 1, 1000), ("structured-output-round0", 2, 1, 1, 1000))
 
 
 def pd_small_table(run: Callable[[Scenario], RoundResult]) -> str:
-    """Unified replicas against the same GPUs as a prefill pool and a decode pool of the same instance size."""
+    """The case's deployment against the same GPUs split into a prefill pool and a decode pool."""
     lines = ["| case | unified | PD (prefill / decode) | output tok/s | median TTFT (ms) | median TPOT (ms) | "
              "throughput lower? |", "|---|---|---|---|---|---|---|"]
-    for name, tp, n, prompts in SMALL_PD:
+    for name, tp, n, pd_tp, prompts in SMALL_PD:
         unified = replicas(load(name, num_prompts=prompts), tp, n)
         group = unified.deployment.groups[0]
+        pool = msgspec.structs.replace(group, server=msgspec.structs.replace(group.server, tp_size=pd_tp))
+        pools = tp * n // pd_tp
         router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
         split = msgspec.structs.replace(unified, deployment=Deployment(router=router, groups=[
-            msgspec.structs.replace(group, name="prefill", role="prefill", replicas=n // 2),
-            msgspec.structs.replace(group, name="decode", role="decode", replicas=n - n // 2)]))
+            msgspec.structs.replace(pool, name="prefill", role="prefill", replicas=pools // 2),
+            msgspec.structs.replace(pool, name="decode", role="decode", replicas=pools - pools // 2)]))
         u, x = run(unified).bench, run(split).bench
-        lines.append(f"| {name.removesuffix('-round0')} | TP{tp} x {n} | TP{tp}: {n // 2} / {n - n // 2} | "
-                     f"{u.output_throughput:.4g} -> {x.output_throughput:.4g} "
+        lines.append(f"| {name.removesuffix('-round0')} | TP{tp} x {n} | TP{pd_tp}: {pools // 2} / "
+                     f"{pools - pools // 2} | {u.output_throughput:.4g} -> {x.output_throughput:.4g} "
                      f"({x.output_throughput / u.output_throughput:.2f}) | {u.median_ttft_ms:.4g} -> "
                      f"{x.median_ttft_ms:.4g} | {u.median_tpot_ms:.3g} -> {x.median_tpot_ms:.3g} | "
                      f"{'yes' if x.output_throughput < u.output_throughput else 'no'} |")
