@@ -239,28 +239,20 @@ def decode_step_table(run: Callable[[Scenario], RoundResult]) -> str:
     return "\n".join(lines)
 
 
-# PD at the casebook's four smaller scales ("Detrimental", no figures): (scenario, the five-case table's TP and
-# instances, the PD pools' TP, prompts).
-SMALL_PD = (("coding-assistant-round0", 2, 4, 2, 500), ("document-qa-rag-round0", 2, 2, 2, 1000),
-            ("nightly-batch-round0", 2, 1, 1, 1000), ("structured-output-round0", 2, 1, 1, 1000))
-
-
 def pd_small_table(run: Callable[[Scenario], RoundResult]) -> str:
-    """The case's deployment against the same GPUs split into a prefill pool and a decode pool."""
+    """The direction tests' PD pairs at the casebook's four smaller scales, side by side."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from test_casebook_directions import SMALL_PD, small_pd_pair
+
     lines = ["| case | unified | PD (prefill / decode) | output tok/s | median TTFT (ms) | median TPOT (ms) | "
              "throughput lower? |", "|---|---|---|---|---|---|---|"]
-    for name, tp, n, pd_tp, prompts in SMALL_PD:
-        unified = replicas(load(name, num_prompts=prompts), tp, n)
-        group = unified.deployment.groups[0]
-        pool = msgspec.structs.replace(group, server=msgspec.structs.replace(group.server, tp_size=pd_tp))
-        pools = tp * n // pd_tp
-        router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
-        split = msgspec.structs.replace(unified, deployment=Deployment(router=router, groups=[
-            msgspec.structs.replace(pool, name="prefill", role="prefill", replicas=pools // 2),
-            msgspec.structs.replace(pool, name="decode", role="decode", replicas=pools - pools // 2)]))
+    for name in SMALL_PD:
+        unified, split = small_pd_pair(name)
+        group, (prefill, decode) = unified.deployment.groups[0], split.deployment.groups
         u, x = run(unified).bench, run(split).bench
-        lines.append(f"| {name.removesuffix('-round0')} | TP{tp} x {n} | TP{pd_tp}: {pools // 2} / "
-                     f"{pools - pools // 2} | {u.output_throughput:.4g} -> {x.output_throughput:.4g} "
+        lines.append(f"| {name.removesuffix('-round0')} | TP{group.server.tp_size} x {group.replicas} | "
+                     f"TP{prefill.server.tp_size}: {prefill.replicas} / {decode.replicas} | "
+                     f"{u.output_throughput:.4g} -> {x.output_throughput:.4g} "
                      f"({x.output_throughput / u.output_throughput:.2f}) | {u.median_ttft_ms:.4g} -> "
                      f"{x.median_ttft_ms:.4g} | {u.median_tpot_ms:.3g} -> {x.median_tpot_ms:.3g} | "
                      f"{'yes' if x.output_throughput < u.output_throughput else 'no'} |")

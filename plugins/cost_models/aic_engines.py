@@ -191,14 +191,15 @@ def uses_alltoall(model: ModelSpec, server: ServerConfig) -> bool:
 
 
 def gathers_moe_input(model: ModelSpec, server: ServerConfig) -> bool:
-    """Whether SGLang runs this server's EP MoE layers on gathered tokens, with no all-to-all.
+    """Whether SGLang gathers every DP-attention rank's tokens for this server's EP MoE layers (no all-to-all).
 
     With `--moe-a2a-backend none` the sparse MLP runs in ScatterMode.FULL (0.5.2 `layers/communicator.py`
     _compute_mlp_mode; 0.5.23 `layers/moe/utils.py` is_moe_input_scattered_across_dp_ranks): every rank's
     tokens are gathered onto each GPU of the instance, which runs its own experts on all of them, and the
     output is reduced back. `--enable-ep-moe` (0.5.2) only set ep_size = tp_size, so it ran this path.
     """
-    return model.is_moe and parallel_layout(model, server)[3] > 1 and not uses_alltoall(model, server)
+    _, adp, _, ep = parallel_layout(model, server)
+    return model.is_moe and adp > 1 and ep > 1 and not uses_alltoall(model, server)
 
 
 def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | None:
@@ -246,12 +247,14 @@ class ExpertSwap:
 
     `token_scale` converts the model's tokens to the reference shape's tokens of the same per-GPU GEMM work
     (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape. `deepep_generation` is
-    the decode op as (ops JSON, weight) pairs whose weighted sum prices it (see `weight_matched_ep`).
+    the decode op as (ops JSON, weight, token factor) parts whose weighted sum prices it: each part is
+    DeepSeek-V3's rows at another EP size (`weight_matched_ep`), read at `token_scale` x its token factor
+    tokens (that EP size over the server's), the tokens of the same per-GPU GEMM work.
     """
 
     fused_json: str
     deepep_context_json: str
-    deepep_generation: tuple[tuple[str, float], ...]
+    deepep_generation: tuple[tuple[str, float, float], ...]
     token_scale: float
     note: str
 
@@ -259,10 +262,12 @@ class ExpertSwap:
 def weight_matched_ep(local_experts: float) -> tuple[tuple[int, float], ...]:
     """The measured EP sizes, with weights, whose DeepSeek-V3 local expert bytes bracket `local_experts`.
 
-    DeepGEMM's masked kernel (DeepEP low-latency batches) streams every local expert's weights once: its
-    measured decode rows sit on a floor proportional to the local experts (0.738, 0.384, 0.205, 0.114 and
-    0.066 ms per layer at EP4 to EP64, nearly flat up to 128 tokens per rank, `wideep_generation_moe_perf`). A
-    model whose experts weigh less is read at the EP size of the same local bytes, linear in between.
+    DeepGEMM's masked kernel (DeepEP low-latency batches) streams every local expert's weights once: on few
+    tokens per rank its measured decode rows grow with the local experts (under aiconfigurator's
+    power-law routing, at 8 tokens per rank: 0.480, 0.335, 0.183, 0.110 and 0.076 ms per layer at EP4 to
+    EP64, `wideep_generation_moe_perf`). A model whose experts weigh less is read at the EP size of the same
+    local bytes, linear in between; past EP4's 64 experts, EP4's row scaled by the bytes; below EP256's one
+    expert, EP256's row.
     """
     ref_e = DEEPEP_REFERENCE_SHAPE[3]
     points = sorted((ref_e / ep, ep) for ep in DEEPEP_MEASURED_EP)
@@ -272,7 +277,8 @@ def weight_matched_ep(local_experts: float) -> tuple[tuple[int, float], ...]:
         if local_experts <= hi:
             frac = (local_experts - lo) / (hi - lo)
             return tuple((ep, w) for ep, w in ((ep_lo, 1.0 - frac), (ep_hi, frac)) if w > 0)
-    return ((points[-1][1], 1.0),)
+    most, ep_most = points[-1]
+    return ((ep_most, local_experts / most),)
 
 
 def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | None:
@@ -311,7 +317,7 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
         # Decode: V3's rows at the EP size whose local experts weigh what this model's do.
         local = model.num_experts / moe_ep * (model.hidden_size * inter) / (ref_h * ref_i)
         matched = weight_matched_ep(local)
-        generation = tuple((deepep("generation", ep), weight) for ep, weight in matched)
+        generation = tuple((deepep("generation", ep), weight, ep / moe_ep) for ep, weight in matched)
         fused_json, context_json = str(build_ops_json([fused])), deepep("context", moe_ep)
     except Exception:  # noqa: BLE001 - an aiconfigurator without these ops keeps the fused rows
         return None

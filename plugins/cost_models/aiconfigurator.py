@@ -198,13 +198,13 @@ class AiconfiguratorStep(StepCostModel):
         if gather is None or swap is None:
             return gather
         fused = self._ops_ms("fused", swap.fused_json, prefill, count)
-        tokens = max(count * swap.token_scale, 1.0)
-        parts = ((swap.deepep_context_json, 1.0),) if prefill else swap.deepep_generation
-        priced = [self._ops_ms(f"deepep{i}", ops, prefill, tokens) for i, (ops, _) in enumerate(parts)]
+        parts = ((swap.deepep_context_json, 1.0, 1.0),) if prefill else swap.deepep_generation
+        priced = [self._ops_ms(f"deepep{i}", ops, prefill, max(count * swap.token_scale * factor, 1.0))
+                  for i, (ops, _, factor) in enumerate(parts)]
         if fused is None or None in priced:
             self.expert_swap_misses += 1
             return gather
-        return gather + fused - sum(ms * weight for ms, (_, weight) in zip(priced, parts, strict=True))
+        return gather + fused - sum(ms * weight for ms, (_, weight, _) in zip(priced, parts, strict=True))
 
     def _with_alltoall(self, measured: float, replaced_ms: float | None, tokens: int, prefill: bool) -> float | None:
         """`measured` seconds without `replaced_ms` (the gather/reduce path), plus DeepEP's dispatch + combine."""

@@ -403,8 +403,8 @@ def test_case5_ep_with_deepep_and_two_batch_overlap_beats_tp8_x16(run) -> None:
                    "more tokens per GPU than TP8 (12.1 ms for 352 requests on 32 GPUs against 16.0 ms for 88 on 8) and "
                    "prefills full 1,024-token chunks per rank about as cheaply per GPU, but a lone 2,600-token prompt "
                    "costs its 32 GPUs 30 ms (DeepGEMM's normal-mode launch floor and the all-to-all over InfiniBand) "
-                   "against 68 ms on TP8's 8, 1.8x the GPU time, while every decode of the instance waits: 0.96x over "
-                   "the casebook's 20,000 prompts (0.94x with seeds 12 and 13); the KV headroom the casebook credits does not bind (token_usage a few %) "
+                   "against 68 ms on TP8's 8, 1.8x the GPU time, while every decode of the instance waits: 0.95x over "
+                   "the casebook's 20,000 prompts (0.93x and 0.94x with seeds 12 and 13); the KV headroom the casebook credits does not bind (token_usage a few %) "
                    "(docs/fidelity.md)")
 def test_case5_ep_with_deepep_alone_beats_tp8_x16(run) -> None:
     tp8, ep = run(_case5()), run(_case5_ep(False))
@@ -446,7 +446,8 @@ SMALL_PD = {"coding-assistant-round0": (2, 4, 2, 500), "document-qa-rag-round0":
             "nightly-batch-round0": (2, 1, 1, 1000), "structured-output-round0": (2, 1, 1, 1000)}
 
 
-def _small_pd(name: str) -> tuple[Scenario, Scenario]:
+def small_pd_pair(name: str) -> tuple[Scenario, Scenario]:
+    """The case's unified deployment and its prefill / decode split (also tabled by scripts/gen_fidelity.py)."""
     tp, instances, pd_tp, prompts = SMALL_PD[name]
     base = _bench(_load(name), num_prompts=prompts)
     server = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=pd_tp)
@@ -460,16 +461,18 @@ def _small_pd(name: str) -> tuple[Scenario, Scenario]:
 
 @pytest.mark.parametrize("name", list(SMALL_PD))
 def test_pd_disaggregation_raises_ttft_in_the_smaller_cases(run, name: str) -> None:
-    # Every request now waits for a prefill pool of half the GPUs and a KV transfer (x1.2 to x13 here).
-    unified, split = (run(s) for s in _small_pd(name))
-    assert split.bench.median_ttft_ms > 1.1 * unified.bench.median_ttft_ms
+    # Every request now waits for a prefill pool of half the GPUs and a KV transfer: median TTFT x1.2 (batch)
+    # to x13 (coding) at seed 11, within 3% of that at seeds 12 and 13 but for coding (x11 to x27).
+    unified, split = (run(s) for s in small_pd_pair(name))
+    assert split.bench.median_ttft_ms > unified.bench.median_ttft_ms
 
 
 @pytest.mark.parametrize("name", ["document-qa-rag-round0", "nightly-batch-round0"])
 def test_pd_disaggregation_lowers_throughput_where_the_halved_prefill_pool_binds(run, name: str) -> None:
-    # RAG's 68:1 prompts and the batch job's 256 clients queue in front of the prefill pool (0.89x, 0.93x).
-    unified, split = (run(s) for s in _small_pd(name))
-    assert split.bench.output_throughput < 0.95 * unified.bench.output_throughput
+    # RAG's 68:1 prompts and the batch job's 256 clients queue in front of the prefill pool: 0.89x and 0.93x
+    # (0.86x to 0.89x and 0.93x over seeds 11 to 13).
+    unified, split = (run(s) for s in small_pd_pair(name))
+    assert split.bench.output_throughput < unified.bench.output_throughput
 
 
 @pytest.mark.xfail(strict=True, reason="finding: on the coding and structured-output cases PD raises throughput "
@@ -480,7 +483,7 @@ def test_pd_disaggregation_lowers_throughput_where_the_halved_prefill_pool_binds
                    "still rises x13 and x3 (docs/fidelity.md)")
 @pytest.mark.parametrize("name", ["coding-assistant-round0", "structured-output-round0"])
 def test_pd_disaggregation_lowers_throughput_where_decode_binds(run, name: str) -> None:
-    unified, split = (run(s) for s in _small_pd(name))
+    unified, split = (run(s) for s in small_pd_pair(name))
     assert split.bench.output_throughput < unified.bench.output_throughput
 
 

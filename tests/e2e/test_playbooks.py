@@ -238,8 +238,9 @@ def test_moe_at_scale_accepts_ep_eplb_and_pd_and_picks_a_split_that_holds_itl() 
     group = plain["delta"]["deployment"]["groups"][0]
     assert (group["replicas"], group["server"]["tp-size"], group["server"]["ep-size"],
             group["server"]["attention-dp-size"], group["server"]["moe-a2a-backend"]) == (4, 32, 32, 8, "deepep")
-    # The casebook's round-1 command loses throughput to TP8 x 16 in the simulator (DeepEP's all-to-all over
-    # InfiniBand on every MoE layer); with two-batch overlap hiding it, EP + DP attention is kept, then EPLB.
+    # The casebook's round-1 layout with DeepEP (its own command chose no all-to-all) loses throughput to
+    # TP8 x 16 in the simulator; with two-batch overlap hiding the all-to-all, EP + DP attention is kept,
+    # then EPLB.
     assert [plain["verdict"], overlapped["verdict"], eplb["verdict"]] == ["rollback", "accept", "accept"]
     assert overlapped["delta"]["summary"].endswith("two-batch overlap")
     assert eplb["result"]["expert_imbalance"] < 2.5 < 5.0 < plain["result"]["expert_imbalance"]
