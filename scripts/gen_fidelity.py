@@ -241,8 +241,7 @@ def decode_step_table(run: Callable[[Scenario], RoundResult]) -> str:
 
 def pd_small_table(run: Callable[[Scenario], RoundResult]) -> str:
     """The direction tests' PD pairs at the casebook's four smaller scales, side by side."""
-    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-    from test_casebook_directions import SMALL_PD, small_pd_pair
+    from tests.e2e.casebook import SMALL_PD, small_pd_pair
 
     lines = ["| case | unified | PD (prefill / decode) | output tok/s | median TTFT (ms) | median TPOT (ms) | "
              "throughput lower? |", "|---|---|---|---|---|---|---|"]
