@@ -106,8 +106,8 @@ def test_case5_ep_with_deepep_and_two_batch_overlap_beats_tp8_x16(run) -> None:
                    "see above): with DeepEP and no two-batch overlap, EP32 + DP attention 8 decodes "
                    "more tokens per GPU than TP8 (12.1 ms for 352 requests on 32 GPUs against 16.0 ms for 88 on 8) and "
                    "prefills full 1,024-token chunks per rank about as cheaply per GPU, but a lone 2,600-token prompt "
-                   "costs its 32 GPUs 30 ms (DeepGEMM's normal-mode launch floor and the all-to-all over InfiniBand) "
-                   "against 68 ms on TP8's 8, 1.8x the GPU time, while every decode of the instance waits: 0.95x over "
+                   "costs its 32 GPUs 31 ms (DeepGEMM's normal-mode launch floor and the all-to-all over InfiniBand) "
+                   "against 78 ms on TP8's 8, 1.6x the GPU time, while every decode of the instance waits: 0.95x over "
                    "the casebook's 20,000 prompts (0.93x and 0.94x with seeds 12 and 13); the KV headroom the casebook credits does not bind (token_usage a few %) "
                    "(docs/fidelity.md)")
 def test_case5_ep_with_deepep_alone_beats_tp8_x16(run) -> None:
