@@ -34,8 +34,8 @@ def bench(scenario: Scenario, **fields: object) -> Scenario:
 
 
 def prefix(scenario: Scenario, **fields: object) -> Scenario:
-    prefix = msgspec.structs.replace(scenario.workload.prefix, **fields)
-    return msgspec.structs.replace(scenario, workload=msgspec.structs.replace(scenario.workload, prefix=prefix))
+    changed = msgspec.structs.replace(scenario.workload.prefix, **fields)
+    return msgspec.structs.replace(scenario, workload=msgspec.structs.replace(scenario.workload, prefix=changed))
 
 
 def replicas(scenario: Scenario, tp: int, replicas: int, policy: str = "cache_aware") -> Scenario:
@@ -56,10 +56,10 @@ def small_pd_pair(name: str) -> tuple[Scenario, Scenario]:
     """The case's unified deployment and its prefill / decode split (also tabled by scripts/gen_fidelity.py)."""
     tp, instances, pd_tp, prompts = SMALL_PD[name]
     base = bench(load(name), num_prompts=prompts)
-    server = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=pd_tp)
+    pool = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=pd_tp)
     pools = tp * instances // pd_tp
     router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
     split = msgspec.structs.replace(base, deployment=Deployment(router=router, groups=[
-        WorkerGroup(name="prefill", role="prefill", replicas=pools // 2, server=server),
-        WorkerGroup(name="decode", role="decode", replicas=pools - pools // 2, server=server)]))
+        WorkerGroup(name="prefill", role="prefill", replicas=pools // 2, server=pool),
+        WorkerGroup(name="decode", role="decode", replicas=pools - pools // 2, server=pool)]))
     return replicas(base, tp=tp, replicas=instances), split
