@@ -20,15 +20,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.components import RoundContext  # noqa: E402
-from service.domain import Deployment, RoundResult, RouterConfig, Scenario, WorkerGroup  # noqa: E402
+from service.domain import RoundResult, Scenario  # noqa: E402
 from service.plugin_host import PluginHost  # noqa: E402
+from tests.e2e.casebook import (  # noqa: E402
+    FP8,
+    NO_SPEC,
+    SMALL_PD,
+    SPEC,
+    case5,
+    case5_ep,
+    case5_pd,
+    case5_round1,
+    load,
+    replicas,
+    server,
+    small_pd_pair,
+    workload,
+)
 
-EXAMPLES = ROOT / "examples" / "casebook"
-SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 8,
-        "speculative_num_draft_tokens": 6}
-NO_SPEC = dict.fromkeys(("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-                         "speculative_eagle_topk", "speculative_num_draft_tokens"))
-FP8 = {"quantization": "fp8", "kv_cache_dtype": "fp8_e5m2"}
 Metric = Callable[[RoundResult], float]
 METRICS: dict[str, Metric] = {
     "output tok/s": lambda r: r.bench.output_throughput,
@@ -42,43 +51,8 @@ METRICS: dict[str, Metric] = {
 }
 
 
-# The hand-written text of docs/fidelity.md; {{ROUNDS}} and {{DECODE}} are filled in by `main`.
+# The hand-written text of docs/fidelity.md; {{ROUNDS}}, {{PD_SMALL}} and {{DECODE}} are filled in by `main`.
 TEMPLATE = (Path(__file__).resolve().parent / "fidelity_template.md").read_text()
-
-def load(name: str, **bench: object) -> Scenario:
-    s = msgspec.toml.decode((EXAMPLES / f"{name}.toml").read_bytes(), type=Scenario)
-    return msgspec.structs.replace(s, bench=msgspec.structs.replace(s.bench, **bench))
-
-
-def server(s: Scenario, **flags: object) -> Scenario:
-    groups = [msgspec.structs.replace(g, server=msgspec.structs.replace(g.server, **flags))
-              for g in s.deployment.groups]
-    return msgspec.structs.replace(s, deployment=msgspec.structs.replace(s.deployment, groups=groups))
-
-
-def workload(s: Scenario, part: str, **fields: object) -> Scenario:
-    inner = msgspec.structs.replace(getattr(s.workload, part), **fields)
-    return msgspec.structs.replace(s, workload=msgspec.structs.replace(s.workload, **{part: inner}))
-
-
-def replicas(s: Scenario, tp: int, n: int, policy: str = "cache_aware", **flags: object) -> Scenario:
-    g = s.deployment.groups[0]
-    g = msgspec.structs.replace(g, replicas=n, server=msgspec.structs.replace(g.server, tp_size=tp, **flags))
-    return msgspec.structs.replace(s, deployment=Deployment(groups=[g], router=RouterConfig(policy=policy)))  # type: ignore[arg-type]
-
-
-def pd(s: Scenario, prefill_nodes: int) -> Scenario:
-    ep = s.deployment.groups[0].server
-    gpus = (16 - prefill_nodes) * 8
-    pre = msgspec.structs.replace(ep, tp_size=8, ep_size=1, attention_dp_size=1, enable_eplb=False,
-                                  ep_num_redundant_experts=None, chunked_prefill_size=16384, mem_fraction_static=0.85)
-    dec = msgspec.structs.replace(ep, tp_size=gpus, ep_size=gpus, attention_dp_size=gpus // 4,
-                                  ep_num_redundant_experts=gpus, max_running_requests=2048, mem_fraction_static=0.90)
-    router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
-    return msgspec.structs.replace(s, deployment=Deployment(router=router, groups=[
-        WorkerGroup(name="prefill", role="prefill", replicas=prefill_nodes, server=pre),
-        WorkerGroup(name="decode", role="decode", replicas=1, server=dec)]))
-
 
 @dataclass(frozen=True)
 class Row:
@@ -119,13 +93,10 @@ def rows() -> list[Row]:  # noqa: PLR0914 - one table, written out
     c4_xg = server(workload(c4, "structured_output", mode="json_schema"), grammar_backend="xgrammar")
     c4_warm = workload(c4_xg, "structured_output", cache_warmed=True)
     c4_first = workload(c4_warm, "prefix", tools_position="first")
-    c5 = load("moe-at-scale-round0", num_prompts=20000, warmup_requests=4)
-    # The casebook's command: `--enable-ep-moe` only set ep_size = tp_size, no all-to-all backend. The
-    # all-to-all its text describes is DeepEP (`--moe-a2a-backend deepep`), as moe_parallelism proposes.
-    c5_gather = replicas(c5, 32, 4, ep_size=32, attention_dp_size=8)
-    c5_ep = server(c5_gather, moe_a2a_backend="deepep")
-    c5_tbo = server(c5_ep, extra={"--enable-two-batch-overlap": True})
-    c5_eplb = server(c5_ep, enable_eplb=True, eplb_algorithm="deepseek", ep_num_redundant_experts=32)
+    # The direction tests' case-5 scenarios, at the casebook's 20,000 prompts: its command (no all-to-all
+    # backend), then the DeepEP all-to-all its text describes.
+    c5, c5_gather, c5_ep = case5(), case5_round1(), case5_ep(False)
+    c5_tbo, c5_eplb = case5_ep(False, **{"--enable-two-batch-overlap": True}), case5_ep(True)
     c1_rows = [
         Row("1", "chunked prefill 4096 (0.5.23 default is 8192 on H200)", "p99 TTFT", (4380.92, 1621.05), c1, c1_chunk),
         Row("1", "chunked prefill 4096", "max ITL", (982.51, 118.27), c1, c1_chunk),
@@ -185,9 +156,9 @@ def rows() -> list[Row]:  # noqa: PLR0914 - one table, written out
             (57024, 94752), c5, c5_tbo),
         Row("5", "EPLB, 32 redundant experts", "expert imbalance", (7.2, 1.9), c5_ep, c5_eplb),
         Row("5", "EPLB, 32 redundant experts", "output tok/s", (94752, 111888), c5_ep, c5_eplb),
-        Row("5", "PD 5 prefill / 11 decode", "output tok/s", (111888, 158560), c5_eplb, pd(c5_eplb, 5)),
-        Row("5", "PD 7/9 vs 5/11", "median TTFT", (1884, 1344), pd(c5_eplb, 5), pd(c5_eplb, 7)),
-        Row("5", "PD 7/9 vs 5/11", "median ITL", (44.9, 56.1), pd(c5_eplb, 5), pd(c5_eplb, 7)),
+        Row("5", "PD 5 prefill / 11 decode", "output tok/s", (111888, 158560), c5_eplb, case5_pd(5)),
+        Row("5", "PD 7/9 vs 5/11", "median TTFT", (1884, 1344), case5_pd(5), case5_pd(7)),
+        Row("5", "PD 7/9 vs 5/11", "median ITL", (44.9, 56.1), case5_pd(5), case5_pd(7)),
     ]
 
 
@@ -241,8 +212,6 @@ def decode_step_table(run: Callable[[Scenario], RoundResult]) -> str:
 
 def pd_small_table(run: Callable[[Scenario], RoundResult]) -> str:
     """The direction tests' PD pairs at the casebook's four smaller scales, side by side."""
-    from tests.e2e.casebook import SMALL_PD, small_pd_pair
-
     lines = ["| case | unified | PD (prefill / decode) | output tok/s | median TTFT (ms) | median TPOT (ms) | "
              "throughput lower? |", "|---|---|---|---|---|---|---|"]
     for name in SMALL_PD:

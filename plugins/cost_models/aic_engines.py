@@ -246,14 +246,15 @@ class ExpertSwap:
     """The routed-expert op a measured step prices, and SGLang's DeepEP expert op to price in its place.
 
     `token_scale` converts the model's tokens to the reference shape's tokens of the same per-GPU GEMM work
-    (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape. `deepep_generation` is
-    the decode op as (ops JSON, weight, token factor) parts whose weighted sum prices it: each part is
-    DeepSeek-V3's rows at another EP size (`weight_matched_ep`), read at `token_scale` x its token factor
-    tokens (that EP size over the server's), the tokens of the same per-GPU GEMM work.
+    (top-k x hidden x intermediate); 1.0 for a model of DeepSeek-V3's expert shape. `deepep_context` and
+    `deepep_generation` price the extend and decode ops as (ops JSON, weight, token factor) parts whose
+    weighted sum is the op: each part is DeepSeek-V3's rows at one EP size (the server's for extend batches,
+    `weight_matched_ep` for decode), read at `token_scale` x its token factor tokens (that EP size over the
+    server's), the tokens of the same per-GPU GEMM work.
     """
 
     fused_json: str
-    deepep_context_json: str
+    deepep_context: tuple[tuple[str, float, float], ...]
     deepep_generation: tuple[tuple[str, float, float], ...]
     token_scale: float
     note: str
@@ -318,7 +319,7 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
         local = model.num_experts / moe_ep * (model.hidden_size * inter) / (ref_h * ref_i)
         matched = weight_matched_ep(local)
         generation = tuple((deepep("generation", ep), weight, ep / moe_ep) for ep, weight in matched)
-        fused_json, context_json = str(build_ops_json([fused])), deepep("context", moe_ep)
+        fused_json, context = str(build_ops_json([fused])), ((deepep("context", moe_ep), 1.0, 1.0),)
     except Exception:  # noqa: BLE001 - an aiconfigurator without these ops keeps the fused rows
         return None
     own = (model.hidden_size, inter, model.experts_per_token, model.num_experts) == DEEPEP_REFERENCE_SHAPE
@@ -326,4 +327,4 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
     note = ("its own shape" if own else
             f"DeepSeek-V3's expert shape at {scale:.2f}x the tokens (the same per-GPU GEMM work); decode at "
             f"{decode_at}, the same local expert bytes")
-    return ExpertSwap(fused_json, context_json, generation, scale, note)
+    return ExpertSwap(fused_json, context, generation, scale, note)

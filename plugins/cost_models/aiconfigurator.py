@@ -88,8 +88,10 @@ class AiconfiguratorStep(StepCostModel):
     def describe(self) -> str:
         if self.engine is None:
             return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"
-        swap = "; DeepEP all-to-all from the roofline in place of the measured gather/reduce" if self.alltoall else ""
-        if self.gathered:
+        swap = ""
+        if self.alltoall:
+            swap = "; DeepEP all-to-all from the roofline in place of the measured gather/reduce"
+        elif self.gathered:
             swap = ("; EP without an all-to-all backend: every rank's tokens gathered onto each GPU and the MoE "
                     "output reduced back (SGLang's --moe-a2a-backend none), as aiconfigurator-core prices it")
         if self.expert_swap is not None:
@@ -198,7 +200,7 @@ class AiconfiguratorStep(StepCostModel):
         if gather is None or swap is None:
             return gather
         fused = self._ops_ms("fused", swap.fused_json, prefill, count)
-        parts = ((swap.deepep_context_json, 1.0, 1.0),) if prefill else swap.deepep_generation
+        parts = swap.deepep_context if prefill else swap.deepep_generation
         priced = [self._ops_ms(f"deepep{i}", ops, prefill, max(count * swap.token_scale * factor, 1.0))
                   for i, (ops, _, factor) in enumerate(parts)]
         if fused is None or None in priced:

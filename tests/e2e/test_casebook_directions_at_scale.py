@@ -8,74 +8,23 @@ a strict xfail naming the finding.
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
-from service.domain import Deployment, RouterConfig, Scenario, WorkerGroup
-from tests.e2e.casebook import SMALL_PD, bench, load, small_pd_pair
+from tests.e2e.casebook import SMALL_PD, case5, case5_ep, case5_pd, case5_round1, small_pd_pair
 
 # -- case 5: DeepSeek-V4-Flash on 16 x 8 H200 ---------------------------------------------------------------
-
-# The casebook's bench for every round: 20,000 prompts at concurrency 1,400. Fewer prompts at this
-# concurrency measure mostly the start-up wave and the drain, where the EP / TP8 ratios move by +-10% with
-# the seed; at 20,000 they hold within 3% over seeds 11-13.
-CASEBOOK_PROMPTS = 20000
-
-
-def _case5(prompts: int = CASEBOOK_PROMPTS) -> Scenario:
-    return bench(load("moe-at-scale-round0"), num_prompts=prompts, warmup_requests=4)
-
-
-def _case5_ep(eplb: bool, prompts: int = CASEBOOK_PROMPTS, a2a: str | None = "deepep", **extra: object) -> Scenario:
-    # EP32 + DP attention 8 in four 4-node instances. The all-to-all the casebook describes is DeepEP
-    # (`--moe-a2a-backend deepep`), as the moe_parallelism technique proposes; `a2a=None` is the casebook's
-    # own command (see _case5_round1).
-    base = _case5(prompts)
-    server = msgspec.structs.replace(base.deployment.groups[0].server, tp_size=32, ep_size=32, attention_dp_size=8,
-                                     moe_a2a_backend=a2a, extra=dict(extra))
-    if eplb:
-        server = msgspec.structs.replace(server, enable_eplb=True, eplb_algorithm="deepseek",
-                                         ep_num_redundant_experts=32)
-    group = msgspec.structs.replace(base.deployment.groups[0], replicas=4, server=server)
-    return msgspec.structs.replace(base, deployment=msgspec.structs.replace(base.deployment, groups=[group]))
-
-
-def _case5_round1(prompts: int = CASEBOOK_PROMPTS) -> Scenario:
-    # The casebook's round-1 command, `--tp-size 32 --enable-ep-moe --ep-size 32 --enable-dp-attention
-    # --dp-size 8`: `--enable-ep-moe` only set ep_size = tp_size (0.5.2 server_args.py __post_init__, and its
-    # 0.5.9+ replacement is `--ep-size`); nothing in it chooses an all-to-all backend.
-    return _case5_ep(False, prompts, a2a=None)
-
-
-def _case5_pd(prefill_nodes: int, prompts: int = CASEBOOK_PROMPTS, dp_attention_prefill: bool = False) -> Scenario:
-    base = _case5_ep(True, prompts)
-    ep = base.deployment.groups[0].server
-    decode_gpus = (16 - prefill_nodes) * 8
-    prefill = msgspec.structs.replace(ep, tp_size=8, ep_size=1, attention_dp_size=1, enable_eplb=False,
-                                      ep_num_redundant_experts=None, chunked_prefill_size=16384,
-                                      mem_fraction_static=0.85, disaggregation_transfer_backend="mooncake")
-    if dp_attention_prefill:
-        prefill = msgspec.structs.replace(prefill, ep_size=8, attention_dp_size=8)
-    decode = msgspec.structs.replace(ep, tp_size=decode_gpus, ep_size=decode_gpus, attention_dp_size=decode_gpus // 4,
-                                     ep_num_redundant_experts=decode_gpus, max_running_requests=2048,
-                                     mem_fraction_static=0.90, disaggregation_transfer_backend="mooncake")
-    router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
-    return msgspec.structs.replace(base, deployment=Deployment(router=router, groups=[
-        WorkerGroup(name="prefill", role="prefill", replicas=prefill_nodes, server=prefill),
-        WorkerGroup(name="decode", role="decode", replicas=1, server=decode)]))
-
 
 def test_case5_deepep_all_to_all_beats_the_gather_path_of_ep(run) -> None:
     # Without an all-to-all backend SGLang gathers every DP rank's tokens onto all 32 GPUs and all-reduces the
     # MoE output back (layers/moe/utils.py is_moe_input_scattered_across_dp_ranks); DeepEP sends each token
     # only to the ranks holding its experts.
-    gather, deepep = run(_case5_round1()), run(_case5_ep(False))
+    gather, deepep = run(case5_round1()), run(case5_ep(False))
     assert deepep.bench.output_throughput > 1.5 * gather.bench.output_throughput
     assert deepep.bench.median_itl_ms < gather.bench.median_itl_ms
 
 
 def test_case5_two_batch_overlap_hides_the_all_to_all(run) -> None:
-    plain, overlapped = run(_case5_ep(False)), run(_case5_ep(False, **{"--enable-two-batch-overlap": True}))
+    plain, overlapped = run(case5_ep(False)), run(case5_ep(False, **{"--enable-two-batch-overlap": True}))
     assert overlapped.bench.output_throughput > 1.1 * plain.bench.output_throughput
     assert overlapped.bench.median_itl_ms < plain.bench.median_itl_ms
 
@@ -87,7 +36,7 @@ def test_case5_casebook_round1_command_gathers_every_token_and_loses_to_tp8_x16(
     # 0.5.23 layers/moe/utils.py is_moe_input_scattered_across_dp_ranks): on every MoE layer all 32 GPUs'
     # tokens are gathered onto each GPU across four nodes and the output is reduced back. So the round loses
     # to TP8 x 16, whose all-reduce stays inside one node's NVLink.
-    tp8, round1 = run(_case5()), run(_case5_round1())
+    tp8, round1 = run(case5()), run(case5_round1())
     assert "every rank's tokens gathered onto each GPU" in round1.provenance.cost_model_detail
     assert round1.bench.output_throughput < 0.8 * tp8.bench.output_throughput
     assert round1.bench.median_itl_ms > tp8.bench.median_itl_ms
@@ -96,8 +45,8 @@ def test_case5_casebook_round1_command_gathers_every_token_and_loses_to_tp8_x16(
 def test_case5_ep_with_deepep_and_two_batch_overlap_beats_tp8_x16(run) -> None:
     # The all-to-all the casebook describes, as SGLang runs it for an EP domain over four nodes: DeepEP, with
     # `--enable-two-batch-overlap` hiding it behind the other micro-batch's math.
-    tp8 = run(_case5())
-    ep = run(_case5_ep(False, **{"--enable-two-batch-overlap": True}))
+    tp8 = run(case5())
+    ep = run(case5_ep(False, **{"--enable-two-batch-overlap": True}))
     assert ep.bench.output_throughput > tp8.bench.output_throughput
     assert ep.bench.median_itl_ms < 0.8 * tp8.bench.median_itl_ms
 
@@ -111,35 +60,35 @@ def test_case5_ep_with_deepep_and_two_batch_overlap_beats_tp8_x16(run) -> None:
                    "the casebook's 20,000 prompts (0.93x and 0.94x with seeds 12 and 13); the KV headroom the casebook credits does not bind (token_usage a few %) "
                    "(docs/fidelity.md)")
 def test_case5_ep_with_deepep_alone_beats_tp8_x16(run) -> None:
-    tp8, ep = run(_case5()), run(_case5_ep(False))
+    tp8, ep = run(case5()), run(case5_ep(False))
     assert ep.bench.output_throughput > tp8.bench.output_throughput
 
 
 def test_case5_ep_with_dp_attention_cuts_itl(run) -> None:
     # Casebook round 1: median ITL -31%. Each GPU streams a quarter of the expert weights TP8's does (whole
     # experts on 32 GPUs against slices of all 256 on 8) for the same requests per GPU.
-    tp8, ep = run(_case5()), run(_case5_ep(False))
+    tp8, ep = run(case5()), run(case5_ep(False))
     assert ep.bench.median_itl_ms < 0.9 * tp8.bench.median_itl_ms
 
 
 def test_case5_ep_with_eplb_and_two_batch_overlap_beats_tp8_x16(run) -> None:
     # Casebook rounds 0 -> 2: 71.3 -> 139.9 req/s. With the all-to-all hidden behind the other micro-batch
     # (`--enable-two-batch-overlap`) and the hot experts replicated, EP + DP attention wins in the simulator.
-    tp8 = run(_case5())
-    ep = run(_case5_ep(True, **{"--enable-two-batch-overlap": True}))
+    tp8 = run(case5())
+    ep = run(case5_ep(True, **{"--enable-two-batch-overlap": True}))
     assert ep.bench.output_throughput > 1.2 * tp8.bench.output_throughput
     assert ep.bench.median_itl_ms < 0.6 * tp8.bench.median_itl_ms
 
 
 def test_case5_eplb_cuts_expert_imbalance_and_raises_throughput(run) -> None:
-    fixed, balanced = run(_case5_ep(False)), run(_case5_ep(True))
+    fixed, balanced = run(case5_ep(False)), run(case5_ep(True))
     assert fixed.expert_imbalance and balanced.expert_imbalance
     assert fixed.expert_imbalance > 5.0 > 2.5 > balanced.expert_imbalance
     assert balanced.bench.output_throughput > 1.1 * fixed.bench.output_throughput
 
 
 def test_case5_pd_disaggregation_raises_throughput_at_this_scale(run) -> None:
-    unified, pd = run(_case5_ep(True)), run(_case5_pd(7))
+    unified, pd = run(case5_ep(True)), run(case5_pd(7))
     assert pd.bench.output_throughput > unified.bench.output_throughput
 
 
@@ -176,12 +125,12 @@ def test_case5_dp_attention_prefill_nodes_keep_up_where_tp8_prefill_nodes_queue(
     # node prefills about 44k tokens/s of DeepSeek-V4-Flash, one with DP attention and EP8 over NVLink
     # (chunk 16384 // 8 per GPU, experts on DeepGEMM) about 127k, so at the same split the prefill queue,
     # and TTFT, shrink.
-    tp8_prefill, dp_prefill = run(_case5_pd(7)), run(_case5_pd(7, dp_attention_prefill=True))
+    tp8_prefill, dp_prefill = run(case5_pd(7)), run(case5_pd(7, dp_attention_prefill=True))
     assert dp_prefill.bench.output_throughput > 1.3 * tp8_prefill.bench.output_throughput
     assert dp_prefill.bench.median_ttft_ms < 0.7 * tp8_prefill.bench.median_ttft_ms
 
 
 def test_case5_node_split_trades_ttft_against_itl(run) -> None:
-    five, seven = run(_case5_pd(5)), run(_case5_pd(7))
+    five, seven = run(case5_pd(5)), run(case5_pd(7))
     assert seven.bench.median_ttft_ms < five.bench.median_ttft_ms
     assert seven.bench.median_itl_ms > five.bench.median_itl_ms
