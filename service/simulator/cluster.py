@@ -151,10 +151,20 @@ def _host_link(hardware: Hardware) -> float:
     return hardware.spec.pcie_gbps * 1e9
 
 
-def transfer_seconds(tokens: int, resolved: ResolvedServer, hardware: Hardware) -> float:
-    """PD KV transfer: each GPU sends its share over its own NIC (or NVLink inside one node)."""
-    per_gpu = hardware.interconnect_gbps if hardware.nodes > 1 else hardware.spec.nvlink_gbps
-    return 0.001 + tokens * resolved.kv_bytes_per_gpu_token / (per_gpu * 1e9)
+def transfer_seconds(tokens: int, pool: Pool, hardware: Hardware) -> float:
+    """PD KV transfer of one prompt from a prefill worker of `pool`: each GPU sends its share over its link.
+
+    SGLang's default backend, Mooncake, moves KV by RDMA through each GPU's NIC, between two GPUs of one node as
+    well (`distributed/device_communicators/mooncake_transfer_engine.py`: `MOONCAKE_PROTOCOL` defaults to
+    "rdma"; its NVLink transport is opt-in through `SGLANG_MOONCAKE_CUSTOM_MEM_POOL`). NIXL's UCX moves it over
+    NVLink (cuda_ipc) inside one node. The `fake` backend moves nothing.
+    """
+    backend = pool.server.disaggregation_transfer_backend or "mooncake"
+    if backend == "fake":
+        return 0.0
+    nvlink = backend == "nixl" and hardware.nodes == 1 and hardware.spec.nvlink_gbps > 0
+    per_gpu = hardware.spec.nvlink_gbps if nvlink else hardware.interconnect_gbps
+    return 0.001 + tokens * pool.resolved.kv_bytes_per_gpu_token / (per_gpu * 1e9)
 
 
 def _grammar(scenario: Scenario, server: ServerConfig, world_size: int) -> GrammarCache | None:

@@ -182,8 +182,7 @@ class EventLoop:
                    worker.running.size, len(worker.waiting))
         leaving = worker.finish_step(self.now)
         for r in leaving:
-            pool = self.entry
-            r.ready_at = self.now + transfer_seconds(r.input_len, pool.resolved, self.hardware)
+            r.ready_at = self.now + transfer_seconds(r.input_len, self.entry, self.hardware)
             self._push(r.ready_at, TRANSFER_DONE, (r, worker))
         self._kick(worker)
 

@@ -8,8 +8,10 @@ import numpy as np
 from service.domain import Hardware, LengthDist, PrefixStructure, ServerConfig, resolve_model
 from service.domain.workload import DocumentSet
 from service.simulator.batch import RunningBatch
+from service.simulator.cluster import Pool, transfer_seconds
 from service.simulator.memory import resolve_server
 from service.simulator.requests import MIN_UNIQUE_TAIL, SimRequest, document_lengths, layout_blocks
+from service.simulator.router import Router
 
 
 def test_dp_attention_divides_the_chunk_per_rank_and_schedules_less_conservatively() -> None:
@@ -55,3 +57,22 @@ def test_uniform_decode_steps_finish_requests_as_per_token_steps_do() -> None:
             per_token.remove(per_token.reqs[int(slot)])  # type: ignore[arg-type]
         assert uniform.ctx_sum == per_token.ctx_sum
     assert finished_u == finished_p and len(finished_u) == len(outputs)
+
+
+def _prefill_pool(backend: str | None) -> tuple[Pool, Hardware]:
+    model = resolve_model("Qwen/Qwen3.6-27B")
+    hardware = Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=1)
+    server = ServerConfig(tp_size=2, disaggregation_transfer_backend=backend)
+    return Pool(role="prefill", workers=[], router=Router("round_robin", 1, None, np.random.default_rng(0)),
+                grammar=[], resolved=resolve_server(model, hardware, server), server=server, replicas=1,
+                balance=None), hardware
+
+
+def test_pd_kv_transfer_takes_the_nic_under_mooncake_and_nvlink_under_nixl_inside_one_node() -> None:
+    # Mooncake's default protocol is RDMA (mooncake_transfer_engine.py MOONCAKE_PROTOCOL), through each GPU's
+    # NIC even between two GPUs of one node; NIXL's UCX uses NVLink there. 28,000 prompt tokens of BF16 KV.
+    (mooncake, hardware), (nixl, _), (fake, _) = (_prefill_pool(b) for b in (None, "nixl", "fake"))
+    per_gpu_bytes = 28_000 * mooncake.resolved.kv_bytes_per_gpu_token
+    assert transfer_seconds(28_000, mooncake, hardware) == 0.001 + per_gpu_bytes / (hardware.interconnect_gbps * 1e9)
+    assert transfer_seconds(28_000, nixl, hardware) == 0.001 + per_gpu_bytes / (hardware.spec.nvlink_gbps * 1e9)
+    assert transfer_seconds(28_000, fake, hardware) == 0.0
