@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from service.domain import ModelSpec, Scenario, resolve_model
 from service.strict_toml import InputFileError, decode_data, decode_file, decode_text
+from service.traces import read_trace
 
-__all__ = ["InputFileError", "load_scenario", "parse_scenario", "scenario_from_data", "scenario_model"]
+__all__ = ["InputFileError", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
+           "scenario_model"]
+
+INLINE_TRACE_HINT = ("a scenario sent as text or data has no folder to read a trace file from: send the records "
+                     "inline as `bench.trace.records`, or run it from a scenario file with the CLI")
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -16,17 +23,40 @@ def load_scenario(path: str | Path) -> Scenario:
     if not path.exists():
         raise InputFileError("file not found", file=str(path), line=None, field=None,
                              hint="pass the path of a scenario .toml file (see examples/casebook/)")
-    return decode_file(path, Scenario)
+    return _with_trace_records(decode_file(path, Scenario), path.parent)
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Strictly decode scenario TOML text (an API upload or a playbook's embedded scenario)."""
-    return decode_text(text, Scenario, source=source)
+    return require_inline_trace(decode_text(text, Scenario, source=source), source)
 
 
 def scenario_from_data(data: object, source: str = "<request>") -> Scenario:
     """Strictly convert parsed JSON or TOML data into a Scenario."""
-    return decode_data(data, Scenario, source=source)
+    return require_inline_trace(decode_data(data, Scenario, source=source), source)
+
+
+def _with_trace_records(scenario: Scenario, base: Path) -> Scenario:
+    """Read `bench.trace.file` (relative to the scenario's folder) into the trace's records."""
+    trace = scenario.bench.trace
+    if trace is None or trace.records or trace.file is None:
+        return scenario
+    records = read_trace(base / trace.file)
+    bench = msgspec.structs.replace(scenario.bench, trace=msgspec.structs.replace(trace, records=records))
+    return msgspec.structs.replace(scenario, bench=bench)
+
+
+def require_inline_trace(scenario: Scenario, source: str = "<request>") -> Scenario:
+    """The scenario itself, when its trace (if any) carries its records.
+
+    Raises:
+        InputFileError: The trace names only a file, which a scenario sent as text or data cannot be read against.
+    """
+    trace = scenario.bench.trace
+    if trace is not None and not trace.records:
+        raise InputFileError(f"bench.trace.file `{trace.file}` cannot be read here", file=source, line=None,
+                             field="bench.trace.file", hint=INLINE_TRACE_HINT)
+    return scenario
 
 
 def scenario_model(scenario: Scenario, base: Path | None = None) -> ModelSpec:

@@ -2,6 +2,7 @@
 
 from service.domain.assessment import LATENCY_TARGETS, SLO_TARGETS, SLO_UNITS, completion_hours, mean_result, slo_checks
 from service.domain.bench import (
+    TRACE_BLOCK_TOKENS,
     BenchFigures,
     BenchSpec,
     Provenance,
@@ -10,6 +11,8 @@ from service.domain.bench import (
     RoundStatus,
     ServerMetrics,
     Source,
+    TraceRecord,
+    TraceSpec,
 )
 from service.domain.deployment import (
     Deployment,
@@ -48,6 +51,7 @@ from service.domain.workload import (
 __all__ = [
     "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "mean_result", "slo_checks",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
+    "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
     "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus", "RouterConfig",

@@ -7,12 +7,65 @@ from typing import Literal
 
 import msgspec
 
+# Tokens per hash id in Mooncake's traces (kvcache-ai/Mooncake FAST25-release: 512-token KV blocks).
+TRACE_BLOCK_TOKENS = 512
+
+
+class TraceRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One request of a trace, in the format of Mooncake's traces and bench_serving's `mooncake` dataset.
+
+    `timestamp` is the arrival in milliseconds (any origin: replay starts at the earliest); `hash_ids` name the
+    prompt's KV blocks of `TraceSpec.block_tokens` tokens in order, so two requests share exactly the tokens of
+    their common leading ids. `sglang-tuner profile --trace-out` writes such a trace from a request log.
+    """
+
+    timestamp: float
+    input_length: int
+    output_length: int
+    hash_ids: list[int] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.input_length < 1 or self.output_length < 1:
+            raise ValueError("input_length and output_length must be at least 1 token")
+        if any(h < 0 for h in self.hash_ids):
+            raise ValueError("hash_ids must be non-negative integers")
+
+
+class TraceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A request trace to replay: each record is one request, sent at its own time (bench_serving's
+    `--dataset-name mooncake`, whose replay ignores `--request-rate`).
+
+    `file` is a JSON-lines trace, relative to the scenario file; loading the scenario reads it into `records`,
+    so a stored job or an API request carries the records themselves. `slowdown` stretches the trace's clock
+    (bench_serving's `--mooncake-slowdown-factor`: 2.0 replays at half the rate). With `timestamps = false` the
+    records are sent as fast as `max_concurrency` allows, closed loop, in time order.
+    """
+
+    file: str | None = None
+    records: list[TraceRecord] = msgspec.field(default_factory=list)
+    block_tokens: int = TRACE_BLOCK_TOKENS
+    slowdown: float = 1.0
+    timestamps: bool = True
+
+    def __post_init__(self) -> None:
+        if self.file is None and not self.records:
+            raise ValueError("a trace needs `file` (a JSON-lines trace next to the scenario) or inline `records`")
+        if self.block_tokens < 1:
+            raise ValueError("block_tokens must be at least 1 (Mooncake's traces use 512)")
+        if self.slowdown < 0:
+            raise ValueError("slowdown must be 0 or more (1.0 replays at the trace's own rate)")
+
 
 class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One benchmark round, mirroring `python -m sglang.bench_serving` flags."""
+    """One benchmark round, mirroring `python -m sglang.bench_serving` flags.
+
+    `dataset = "trace"` replays `trace` (the first `num_prompts` records, as bench_serving reads the first lines
+    of a trace; `warm_prompts` records before them are served first): lengths, shared prefixes and arrival
+    times all come from the trace, and `request_rate` is ignored.
+    """
 
     backend: Literal["sglang", "sglang-oai", "sglang-oai-chat"] = "sglang"
-    dataset: Literal["workload", "random"] = "workload"
+    dataset: Literal["workload", "random", "trace"] = "workload"
     num_prompts: int = 500
     max_concurrency: int | None = None
     request_rate: float | None = None
@@ -31,6 +84,13 @@ class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # the figures): a live service's prefix cache is warm, a freshly started server's is empty. Not
     # bench_serving's --warmup-requests, which repeats the first prompt.
     warm_prompts: int = 0
+    trace: TraceSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.dataset == "trace" and self.trace is None:
+            raise ValueError('dataset "trace" needs a [bench.trace] table with `file` or `records`')
+        if self.trace is not None and self.dataset != "trace":
+            raise ValueError(f'a trace is given but dataset is "{self.dataset}": set dataset = "trace" to replay it')
 
 
 class Source(StrEnum):

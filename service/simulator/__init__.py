@@ -42,12 +42,16 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     bench = scenario.bench
     scale = cluster.scale
     concurrency = math.ceil(bench.max_concurrency / scale) if bench.max_concurrency else None
-    rate = bench.request_rate / scale if bench.request_rate else None
-    scaled = msgspec.structs.replace(bench, num_prompts=math.ceil(bench.num_prompts / scale),
-                                     warmup_requests=math.ceil(bench.warmup_requests / scale))
-    warm, measured = build_requests(scenario.workload, scaled, model, rng)
+    trace = bench.trace
+    # A trace replays at its own times (bench_serving ignores --request-rate for it); a representative replica
+    # takes every scale-th of its records.
+    rate = bench.request_rate / scale if bench.request_rate and trace is None else None
+    prompts = bench.num_prompts if trace is not None else math.ceil(bench.num_prompts / scale)
+    scaled = msgspec.structs.replace(bench, num_prompts=prompts, warmup_requests=math.ceil(bench.warmup_requests / scale))
+    warm, measured = build_requests(scenario.workload, scaled, model, rng, stride=scale if trace is not None else 1)
     loop = EventLoop(cluster, bench, scenario.hardware, rng, concurrency, rate,
-                     variable_period_s=scenario.workload.prefix.variable_period_s)
+                     variable_period_s=scenario.workload.prefix.variable_period_s,
+                     timed=trace is not None and trace.timestamps)
     holder.append(loop)
     outcome = loop.run(warm, measured)
     return round_result(scenario, outcome, cluster, cost_model, rng)

@@ -70,7 +70,8 @@ def representative_scale(scenario: Scenario) -> int:
     group = dep.groups[0]
     policy = dep.router.policy if dep.router else "round_robin"
     prefix = scenario.workload.prefix
-    content_free = policy != "cache_aware" or (prefix.documents is None and not prefix.conversations)
+    content_free = policy != "cache_aware" or (prefix.documents is None and not prefix.conversations
+                                               and scenario.bench.trace is None)
     return group.replicas if group.replicas >= REPRESENTATIVE_MIN_REPLICAS and content_free else 1
 
 

@@ -2,7 +2,8 @@
 
 The client follows `benchmark/serving.py`: warm-up requests first (at the same concurrency, excluded),
 then the measured requests, each sent when the `--max-concurrency` semaphore allows and, with a request
-rate, no earlier than its Poisson arrival time. Events are whole scheduler steps, never tokens.
+rate, no earlier than its Poisson arrival time; a trace's requests no earlier than their own arrival times
+(`timed`). Events are whole scheduler steps, never tokens.
 """
 
 from __future__ import annotations
@@ -42,14 +43,15 @@ class EventLoop:
     """Runs warm-up then measured requests through a cluster."""
 
     def __init__(self, cluster: Cluster, bench: BenchSpec, hardware: Hardware, rng: np.random.Generator,
-                 concurrency: int | None, request_rate: float | None, *, variable_period_s: float | None = None
-                 ) -> None:
+                 concurrency: int | None, request_rate: float | None, *, variable_period_s: float | None = None,
+                 timed: bool = False) -> None:
         self.cluster = cluster
         self.bench = bench
         self.hardware = hardware
         self.rng = rng
         self.concurrency = concurrency
         self.rate = request_rate
+        self.timed = timed
         self.variable_period_s = variable_period_s
         self.heap: list[tuple[float, int, int, object]] = []
         self.seq = itertools.count()
@@ -82,6 +84,10 @@ class EventLoop:
         self.phase_left = len(requests)
         if not requests:
             return
+        if self.timed:  # every request at its own arrival, from the phase's start
+            for r in requests:
+                self._push(self.now + r.arrival, ARRIVAL, r)
+            return
         if self.rate and not requests[0].warmup:
             gaps = self.rng.exponential(1.0 / self.rate, size=len(requests))
             for r, t in zip(requests, self.now + np.cumsum(gaps), strict=True):
@@ -101,6 +107,10 @@ class EventLoop:
         self.inflight += 1
         self.outcome.max_inflight = max(self.outcome.max_inflight, self.inflight)
         r.issued = self.now
+        if r.failure:  # refused before scheduling (`managers/tokenizer_manager.py` _validate_one_request)
+            r.finish = self.now
+            self.finished(r, self.now)
+            return
         stamp_period(r, self.now, self.variable_period_s)
         w = self.entry.router.pick(r.blocks)
         if self.decode is not None:
@@ -132,9 +142,10 @@ class EventLoop:
         self._kick(worker)
 
     def finished(self, r: SimRequest, now: float) -> None:
-        """Worker callback: a request completed (or was aborted)."""
-        self.entry.router.done(r.worker)
-        if self.decode is not None:
+        """Worker callback: a request completed (or was aborted, or refused before reaching a worker)."""
+        if r.worker >= 0:
+            self.entry.router.done(r.worker)
+        if self.decode is not None and r.decode_worker >= 0:
             self.decode.router.done(r.decode_worker)
         self.inflight -= 1
         self.phase_left -= 1

@@ -112,6 +112,15 @@ def cost_model_detail(cluster: Cluster) -> str:
     return " | ".join(f"{'/'.join(who)}: {text}" for text, who in roles.items())
 
 
+def _failures(outcome: Outcome) -> str:
+    """Failed requests by reason: "12 requests aborted: KV cache pool exhausted; 3 requests refused: ..."."""
+    reasons: dict[str, int] = {}
+    for r in outcome.measured:
+        if r.aborted:
+            reasons[r.failure] = reasons.get(r.failure, 0) + 1
+    return "; ".join(f"{count} requests {reason}" for reason, count in reasons.items())
+
+
 def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_model: str,
                  rng: np.random.Generator) -> RoundResult:
     """The whole `RoundResult` of a simulated round."""
@@ -149,6 +158,6 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
             tpot_ms=[(r.finish - r.first_token) * 1000 / (r.output_len - 1) if r.output_len > 1 else 0.0
                      for r in done],
             output_tokens=[r.output_len for r in done]),
-        error=f"{aborted} requests aborted: KV cache pool exhausted" if aborted else None,
+        error=_failures(outcome) if aborted else None,
         notes=notes,
     )

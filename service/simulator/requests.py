@@ -3,7 +3,8 @@
 A prompt is a short tuple of blocks `(block_id, tokens)` laid out as the workload's prefix structure says
 (`PrefixStructure`): equal block ids hold equal tokens, so two prompts share exactly the tokens of their
 common leading blocks, which is what a radix tree matches (`mem_cache/radix_cache.py` match_prefix).
-Unique content (questions, variable fields, random-dataset prompts) gets a block id of its own.
+Unique content (questions, variable fields, random-dataset prompts) gets a block id of its own. A trace's
+requests (`bench.dataset = "trace"`) are laid out from their own hash ids instead, one block per id.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.domain import BenchSpec, LengthDist, ModelSpec, PrefixStructure, WorkloadProfile
+from service.domain import BenchSpec, LengthDist, ModelSpec, PrefixStructure, TraceRecord, TraceSpec, WorkloadProfile
 
 SYSTEM_BLOCK = 1
 TOOLS_BLOCK = 2
@@ -22,6 +23,8 @@ HISTORY_BASE = 10_000_000
 PERIOD_BASE = 1 << 39
 PERIOD_PENDING = PERIOD_BASE - 1
 UNIQUE_BASE = 1 << 40
+# A trace's hash id h is block TRACE_BASE + h: above every unique block (UNIQUE_BASE + 4 x request index).
+TRACE_BASE = 1 << 48
 MIN_UNIQUE_TAIL = 32  # every prompt ends with its own question, however short
 # bench_serving's warm-up repeats the first dataset row with output_len=min(out, 32) (benchmark/serving.py).
 WARMUP_OUTPUT_CAP = 32
@@ -170,26 +173,82 @@ def _fit(head: list[tuple[int, int]], tail: list[tuple[int, int]], length: int, 
 
 
 def build_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec, rng: np.random.Generator,
-                   count: int | None = None) -> tuple[list[SimRequest], list[SimRequest]]:
+                   count: int | None = None, stride: int = 1) -> tuple[list[SimRequest], list[SimRequest]]:
     """Warm-up requests and measured requests.
 
     The warm-up is `bench.warm_prompts` requests drawn from the workload (traffic a live service served
     before the run, which leaves its prefix cache in steady state), then bench_serving's own warm-up:
-    copies of the first measured row.
+    copies of the first measured row. With a trace, both come from its records, and `stride` keeps every
+    stride-th of them (the share of one representative replica).
     """
     n = count if count is not None else bench.num_prompts
-    served = max(bench.warm_prompts, 0)
-    rows = _workload_requests(workload, bench, model, rng, served + n)
-    for r in rows[:served]:
+    served_count = max(bench.warm_prompts, 0)
+    if bench.trace is not None:
+        served, requests = trace_requests(bench.trace, bench, model, served_count, n, stride)
+        schemas = _schemas(workload, len(served) + len(requests), rng)
+        for r, schema in zip([*served, *requests], schemas, strict=True):
+            r.schema = int(schema)
+    else:
+        rows = _workload_requests(workload, bench, model, rng, served_count + n)
+        served, requests = rows[:served_count], rows[served_count:]
+    for r in served:
         r.warmup = True
-    requests = rows[served:]
     first = requests[0] if requests else None
     warm = [] if first is None else [
         SimRequest(rid=-(k + 1), blocks=first.blocks, input_len=first.input_len,
                    output_len=min(first.output_len, WARMUP_OUTPUT_CAP),
-                   max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True)
+                   max_new_tokens=min(first.max_new_tokens, WARMUP_OUTPUT_CAP), schema=first.schema, warmup=True,
+                   arrival=served[-1].arrival if served else 0.0)
         for k in range(bench.warmup_requests)]
-    return rows[:served] + warm, requests
+    return served + warm, requests
+
+
+def trace_requests(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, served: int, n: int, stride: int = 1
+                   ) -> tuple[list[SimRequest], list[SimRequest]]:
+    """The trace's first `served` records (traffic served before the run) and the `n` after them, each part
+    in time order with arrivals in seconds from its first record (bench_serving reads the first lines of a
+    trace, then replays them by timestamp: `benchmark/datasets/mooncake.py`, `get_mooncake_request_over_time`).
+
+    A request the server would refuse, its prompt and `max_new_tokens` together longer than the model's
+    context, is marked failed with SGLang's message (`managers/tokenizer_manager.py` _validate_one_request).
+    """
+    indexed = list(enumerate(trace.records[:served + n]))
+    return (_timed(trace, bench, model, indexed[:served][::stride]),
+            _timed(trace, bench, model, indexed[served:][::stride]))
+
+
+def _timed(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, part: list[tuple[int, TraceRecord]]
+           ) -> list[SimRequest]:
+    part = sorted(part, key=lambda item: item[1].timestamp)
+    start = part[0][1].timestamp if part else 0.0
+    out: list[SimRequest] = []
+    for rid, record in part:
+        max_new = record.output_length if bench.ignore_eos or bench.max_new_tokens is None else max(
+            bench.max_new_tokens, 1)
+        r = SimRequest(rid=rid, blocks=trace_blocks(record, trace.block_tokens, rid), input_len=record.input_length,
+                       output_len=min(record.output_length, max_new), max_new_tokens=max_new,
+                       arrival=(record.timestamp - start) / 1000 * trace.slowdown if trace.timestamps else 0.0)
+        if record.input_length + max_new > model.max_context:
+            r.aborted, r.failure = True, (
+                f"refused: requested token count exceeds the model's maximum context length of {model.max_context} "
+                "tokens")
+        out.append(r)
+    return out
+
+
+def trace_blocks(record: TraceRecord, block_tokens: int, rid: int) -> tuple[tuple[int, int], ...]:
+    """A trace record's prompt: one block per hash id; tokens past the ids' blocks are the request's own."""
+    blocks: list[tuple[int, int]] = []
+    left = record.input_length
+    for hash_id in record.hash_ids:
+        if left <= 0:
+            break
+        take = min(block_tokens, left)
+        blocks.append((TRACE_BASE + hash_id, take))
+        left -= take
+    if left > 0:
+        blocks.append((UNIQUE_BASE + rid * 4, left))
+    return tuple(blocks)
 
 
 def _workload_requests(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec, rng: np.random.Generator,

@@ -9,6 +9,7 @@ import msgspec
 from service.domain import Scenario
 from service.engine import DEFAULT_RUNNER
 from service.plugin_host import PluginHost
+from service.scenario import INLINE_TRACE_HINT
 from service.store import NewJob
 
 
@@ -56,11 +57,15 @@ def check_job_request(request: JobRequest, plugins: PluginHost) -> str | None:
             raise JobRequestError(field, str(exc.args[0]), f"GET /v1/{kind}s lists the {kind}s this service has") from exc
     if request.scenario is not None:
         try:
-            msgspec.convert(request.scenario, Scenario)
+            scenario = msgspec.convert(request.scenario, Scenario)
         except msgspec.ValidationError as exc:
             message, _, path = str(exc).partition(" - at `$")
             field = "scenario" + ("." + path.rstrip("`").lstrip(".") if path else "")
             raise JobRequestError(field, message, "the scenario format is the one `sglang-tuner simulate` reads") from exc
+        trace = scenario.bench.trace
+        if trace is not None and not trace.records:
+            raise JobRequestError("scenario.bench.trace.file", f"the trace file `{trace.file}` cannot be read by the "
+                                  "service", INLINE_TRACE_HINT)
     if request.resource is not None:
         return request.resource
     runner = plugins.get("runner", runner_name)

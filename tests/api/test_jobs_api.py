@@ -99,6 +99,19 @@ def test_invalid_scenario_names_the_nested_field(client: TestClient, tokens: dic
     assert "model" in body["detail"] or "deployment" in body["detail"]
 
 
+def test_a_trace_travels_inline_and_a_trace_file_is_refused_by_name(client: TestClient, tokens: dict[str, str]
+                                                                    ) -> None:
+    scenario = {"name": "t", "model": "Qwen/Qwen3.6-27B", "deployment": {"groups": [{}]},
+                "bench": {"dataset": "trace", "trace": {"file": "/etc/passwd"}}}
+    refused = client.post("/v1/jobs", json={**JOB, "scenario": scenario}, headers=auth(tokens["write"]))
+    body = refused.json()
+    assert refused.status_code == 422 and body["field"] == "scenario.bench.trace.file"
+    assert "bench.trace.records" in body["hint"]
+    scenario["bench"]["trace"] = {"records": [{"timestamp": 0, "input_length": 900, "output_length": 20}]}
+    accepted = client.post("/v1/jobs", json={**JOB, "scenario": scenario}, headers=auth(tokens["write"]))
+    assert accepted.status_code == 202
+
+
 def test_unknown_body_field_and_malformed_json_are_400(client: TestClient, tokens: dict[str, str]) -> None:
     unknown = client.post("/v1/jobs", json={**JOB, "colour": "red"}, headers=auth(tokens["write"]))
     assert unknown.status_code == 400 and "colour" in unknown.json()["detail"]
