@@ -33,6 +33,7 @@ from service.loadgen import (
     request_samples,
     run_load,
     sglang_available,
+    write_bench_traces,
 )
 from service.logs import get_logger
 from service.playbooks import load_playbook, load_playbook_dir
@@ -75,6 +76,7 @@ __all__ = [
     "request_samples",
     "run_load",
     "sglang_available",
+    "write_bench_traces",
     "validate_argv",
     "shipped_models",
     "load_playbook",

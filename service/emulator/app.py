@@ -212,9 +212,36 @@ class EmulatorApp:
                 self.engine.stalled = True
         return self.engine.submit(gen.prompt_ids, gen.max_new_tokens)
 
+    def _refusal(self, gen: Generation) -> str | None:
+        """SGLang's refusal of a request longer than the context (`tokenizer_manager.py` _validate_one_request)."""
+        prompt = len(gen.prompt_ids)
+        if prompt >= self.context_len:
+            return f"The input ({prompt} tokens) is longer than the model's context length ({self.context_len} tokens)."
+        if prompt + gen.max_new_tokens > self.context_len:
+            return (f"Requested token count exceeds the model's maximum context length of {self.context_len} tokens. "
+                    f"You requested a total of {prompt + gen.max_new_tokens} tokens: {prompt} tokens from the input "
+                    f"messages and {gen.max_new_tokens} tokens for the completion. Please reduce the number of tokens "
+                    "in the input messages or the completion to fit within the limit.")
+        return None
+
+    async def _refuse(self, send: Send, gen: Generation, message: str, openai: bool) -> None:
+        if not gen.stream:
+            await send_error(send, message)
+            return
+        error = ({"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
+                 if openai else {"message": message, "type": "invalid_request_error", "code": 400, "retryable": False})
+
+        async def events() -> Any:
+            yield {"error": error}
+
+        await send_events(send, events())
+
     async def generate(self, scope: Scope, receive: Receive, send: Send) -> None:
         """`POST /generate`, streamed or not."""
         gen = native_request(await read_json(receive))
+        if (refusal := self._refusal(gen)) is not None:
+            await self._refuse(send, gen, refusal, openai=False)
+            return
         live = self._admit(gen)
         if gen.stream:
             await send_events(send, self.responder.native_stream(gen, live))
@@ -232,6 +259,9 @@ class EmulatorApp:
     async def _openai(self, receive: Receive, send: Send, chat: bool) -> None:
         default_usage = bool(self.args.get("stream_response_default_include_usage"))
         gen = openai_request(await read_json(receive), chat, default_usage)
+        if (refusal := self._refusal(gen)) is not None:
+            await self._refuse(send, gen, refusal, openai=True)
+            return
         live = self._admit(gen)
         if gen.stream:
             await send_events(send, self.responder.openai_stream(gen, live, chat))

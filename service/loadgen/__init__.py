@@ -5,8 +5,8 @@
 - `run_load`: served traffic, warm-up, an optional step in between (cache flush, metrics scrape), then the
   measured phase, with a watchdog.
 - `bench_figures` / `request_samples`: bench_serving's figures (`BenchFigures`) from request outcomes.
-- `bench_serving_argv` / `bench_serving_warm_argv` / `read_bench_output`: run SGLang's own bench_serving
-  instead, when it is installed.
+- `bench_serving_argv` / `bench_serving_warm_argv` / `write_bench_traces` / `read_bench_output`: run SGLang's
+  own bench_serving instead, when it is installed.
 """
 
 from service.loadgen.bench_serving import (
@@ -15,6 +15,7 @@ from service.loadgen.bench_serving import (
     bench_serving_warm_argv,
     read_bench_output,
     sglang_available,
+    write_bench_traces,
 )
 from service.loadgen.client import PATHS, RequestOutcome, send_request
 from service.loadgen.figures import bench_figures, peak_concurrency, request_samples
@@ -24,4 +25,4 @@ from service.loadgen.run import LoadAborted, LoadPlan, PhaseResult, run_load
 __all__ = ["PATHS", "WARM_PROMPTS_SEED_OFFSET", "LoadAborted", "LoadPlan", "PhaseResult", "PromptRequest",
            "RequestOutcome", "bench_figures", "bench_serving_argv", "bench_serving_warm_argv", "build_prompts",
            "peak_concurrency", "read_bench_output", "request_samples", "run_load", "send_request",
-           "sglang_available"]
+           "sglang_available", "write_bench_traces"]

@@ -26,7 +26,8 @@ class PromptRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One request to send: the prompt text, its token count under one-word-per-token, and the output length.
 
     `served` marks the workload's traffic a live service had already served (`bench.warm_prompts`): sent
-    before bench_serving's own warm-up, excluded from the figures like it.
+    before bench_serving's own warm-up, excluded from the figures like it. `arrival` is a trace's send time, in
+    seconds from the start of its phase (None: sent as the concurrency limit or the request rate allows).
     """
 
     index: int
@@ -35,6 +36,7 @@ class PromptRequest(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int
     warmup: bool = False
     served: bool = False
+    arrival: float | None = None
 
 
 def block_words(block_id: int, count: int) -> list[str]:
@@ -62,12 +64,13 @@ def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
     """
     rng = np.random.default_rng(bench.seed if seed is None else seed)
     warm, measured = build_requests(workload, bench, model, rng)
-    served = max(bench.warm_prompts, 0)
+    timed = bench.trace is not None and bench.trace.timestamps
 
     def convert(request: SimRequest, index: int) -> PromptRequest:
         """One simulated request as a prompt to send."""
+        is_served = request.warmup and request.rid >= 0  # bench_serving's warm-up copies have ids below 0
         return PromptRequest(index=index, text=prompt_text(request), prompt_tokens=request.input_len,
-                             output_tokens=request.max_new_tokens, warmup=request.warmup,
-                             served=request.warmup and index < served)
+                             output_tokens=request.max_new_tokens, warmup=request.warmup, served=is_served,
+                             arrival=request.arrival if timed and (is_served or not request.warmup) else None)
 
     return ([convert(r, i) for i, r in enumerate(warm)], [convert(r, i) for i, r in enumerate(measured)])

@@ -4,7 +4,8 @@ Requests marked `served` (`bench.warm_prompts`: what a live service had served b
 in a phase of their own with its own deadline, at the bench's concurrency, closed loop, and are excluded
 from the figures. Like bench_serving: warm-up requests run at the same concurrency and are excluded;
 measured requests are sent in order, each when the `--max-concurrency` semaphore allows and, with a
-request rate, after a Poisson inter-arrival gap. A watchdog ends the phase early, naming why: no token
+request rate, after a Poisson inter-arrival gap; requests that carry an arrival time (a trace's) no earlier
+than that time from the start of their phase (`time_scale` stretches both to an emulator's clock). A watchdog ends the phase early, naming why: no token
 arrived for `stall_timeout` seconds while requests were outstanding, the phase deadline passed, or
 `watch()` reports that a server process died.
 """
@@ -34,6 +35,8 @@ class LoadPlan(msgspec.Struct, frozen=True, kw_only=True):
     model: str = "default"
     max_concurrency: int | None = None
     request_rate: float | None = None
+    # Wall seconds per second of the bench's clock: an emulator's time scale, 1 on real servers.
+    time_scale: float = 1.0
     ignore_eos: bool = True
     seed: int = 42
     stall_timeout: float = 300.0
@@ -91,9 +94,11 @@ async def _phase(client: httpx.AsyncClient, plan: LoadPlan, requests: Sequence[P
     start = time.perf_counter()
     tasks = []
     for request in requests:
+        if request.arrival is not None:  # a trace's request: its own time from the phase's start
+            await asyncio.sleep(max(start + request.arrival * plan.time_scale - time.perf_counter(), 0.0))
         tasks.append(asyncio.create_task(one(request)))
-        if poisson and plan.request_rate:
-            await asyncio.sleep(float(rng.exponential(1.0 / plan.request_rate)))
+        if poisson and plan.request_rate and request.arrival is None:
+            await asyncio.sleep(float(rng.exponential(1.0 / plan.request_rate)) * plan.time_scale)
         else:
             await asyncio.sleep(0)
     outcomes = list(await asyncio.gather(*tasks))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.domain import BenchSpec, LengthDist, PrefixStructure, WorkloadProfile
-from service.loadgen import bench_serving_argv, read_bench_output
+import msgspec
+import pytest
+
+from service.domain import BenchSpec, LengthDist, PrefixStructure, TraceRecord, TraceSpec, WorkloadProfile
+from service.loadgen import bench_serving_argv, bench_serving_warm_argv, read_bench_output, write_bench_traces
+from service.traces import read_trace
 
 
 def test_a_shared_prompt_workload_becomes_generated_shared_prefix(tmp_path: Path) -> None:
@@ -28,3 +32,28 @@ def test_the_last_line_of_the_output_file_is_the_round(tmp_path: Path) -> None:
     figures = read_bench_output(path)
     assert (figures.completed, figures.duration, figures.median_ttft_ms) == (50, 10.5, 120.5)
     assert figures.max_itl_ms == 40.0 and figures.accept_length is None
+
+
+def test_a_trace_becomes_the_mooncake_dataset_over_its_own_records(tmp_path: Path) -> None:
+    records = [TraceRecord(timestamp=float(k * 100), input_length=600, output_length=8, hash_ids=[k % 3, 9])
+               for k in range(10)]
+    bench = BenchSpec(dataset="trace", num_prompts=6, warm_prompts=3, request_rate=5.0, max_concurrency=4,
+                      trace=TraceSpec(records=records, slowdown=2.0))
+    served, measured = write_bench_traces(bench, tmp_path)
+    assert served is not None and measured is not None
+    assert read_trace(served) == records[:3] and read_trace(measured) == records[3:9]
+    argv = bench_serving_argv("python", "http://h:1", bench, WorkloadProfile(), tmp_path / "o.jsonl", model="m",
+                              trace_file=measured)
+    pairs = dict(zip(argv[3::2], argv[4::2], strict=False))
+    assert (pairs["--dataset-name"], pairs["--dataset-path"]) == ("mooncake", str(measured))
+    assert pairs["--mooncake-slowdown-factor"] == "2.0" and pairs["--num-prompts"] == "6"
+    assert "--request-rate" not in argv  # bench_serving's trace replay ignores it
+    warm = bench_serving_warm_argv("python", "http://h:1", bench, WorkloadProfile(), tmp_path / "w.jsonl", model="m",
+                                   trace_file=served)
+    assert warm is not None and dict(zip(warm[3::2], warm[4::2], strict=False))["--dataset-path"] == str(served)
+    closed = msgspec.structs.replace(bench, trace=TraceSpec(records=records, timestamps=False))
+    argv = bench_serving_argv("python", "http://h:1", closed, WorkloadProfile(), tmp_path / "o.jsonl", model="m",
+                              trace_file=measured)
+    assert dict(zip(argv[3::2], argv[4::2], strict=False))["--mooncake-slowdown-factor"] == "0.0"
+    with pytest.raises(ValueError, match="write_bench_traces"):
+        bench_serving_argv("python", "http://h:1", bench, WorkloadProfile(), tmp_path / "o.jsonl", model="m")

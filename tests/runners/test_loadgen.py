@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import msgspec
+import numpy as np
 import pytest
 import respx
 
-from service.domain import BenchSpec, DocumentSet, LengthDist, PrefixStructure, WorkloadProfile, resolve_model
+from service.domain import (
+    BenchSpec,
+    DocumentSet,
+    LengthDist,
+    PrefixStructure,
+    TraceRecord,
+    TraceSpec,
+    WorkloadProfile,
+    resolve_model,
+)
 from service.loadgen import (
     LoadAborted,
     LoadPlan,
@@ -196,3 +207,38 @@ def test_served_traffic_that_overruns_its_deadline_is_named() -> None:
         asyncio.run(go())
     assert (aborted.value.cause, aborted.value.phase) == ("deadline", "warm_prompts")
     assert sent == [p.text for p in warm[:2]]  # neither the warm-up nor the measured requests were sent
+
+
+def _timed_sends(plan: LoadPlan, measured: list[PromptRequest]) -> list[float]:
+    """Wall seconds after the first send at which each measured request reached the server."""
+    stamps: list[float] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        stamps.append(time.perf_counter())
+        return httpx.Response(200, content=_native(1) + _native(2, finished=True) + b"data: [DONE]\n\n")
+
+    async def go() -> None:
+        with respx.mock() as mock:
+            mock.post(BASE + "/generate").mock(side_effect=answer)
+            await run_load(plan, [], measured)
+
+    asyncio.run(go())
+    return [t - stamps[0] for t in stamps]
+
+
+def test_a_trace_is_sent_at_its_own_times_on_the_emulators_clock() -> None:
+    records = [TraceRecord(timestamp=ms, input_length=40, output_length=2, hash_ids=[1]) for ms in (0, 400, 800)]
+    bench = BenchSpec(dataset="trace", num_prompts=3, warmup_requests=0, trace=TraceSpec(records=records))
+    warm, measured = build_prompts(WorkloadProfile(), bench, resolve_model("Qwen/Qwen3.6-27B"))
+    assert warm == [] and [p.arrival for p in measured] == [0.0, 0.4, 0.8]
+    assert len({" ".join(p.text.split()[:40]) for p in measured}) == 1  # one shared block, one text
+    sends = _timed_sends(LoadPlan(base_url=BASE, time_scale=0.5), measured)  # half a wall second per second
+    assert sends[1] == pytest.approx(0.2, abs=0.05) and sends[2] == pytest.approx(0.4, abs=0.05)
+
+
+def test_poisson_gaps_are_stretched_to_the_emulators_clock() -> None:
+    measured = [PromptRequest(index=k, text="ba be", prompt_tokens=2, output_tokens=2) for k in range(20)]
+    # 20 requests at 10 per emulated second: about 1.9 emulated seconds of gaps, 3.8 wall seconds at scale 2.
+    sends = _timed_sends(LoadPlan(base_url=BASE, request_rate=10.0, time_scale=2.0, seed=5), measured)
+    rng_gaps = np.random.default_rng(5).exponential(0.1, size=20)[:19].sum()
+    assert sends[-1] == pytest.approx(2.0 * rng_gaps, rel=0.1)

@@ -41,20 +41,22 @@ from service import (
     resolve_model,
     run_load,
     sglang_available,
+    write_bench_traces,
 )
 
 
 def load_plan(scenario: Scenario, settings: RunnerSettings, base_url: str, seed: int | None, *,
-              model: str | None = None, rate_scale: float = 1.0) -> LoadPlan:
+              model: str | None = None, time_scale: float = 1.0) -> LoadPlan:
     """How to send the bench's requests to `base_url`, with the settings' phase deadlines.
 
-    `model` is the name the server serves (default: the scenario's); `rate_scale` stretches an open-loop
-    request rate to the emulator's clock.
+    `model` is the name the server serves (default: the scenario's); `time_scale` (the emulator's wall seconds
+    per emulated second) stretches open-loop arrivals, Poisson or a trace's, to the emulator's clock.
     """
     bench, deadlines = scenario.bench, settings.deadlines
     return LoadPlan(base_url=base_url, backend=bench.backend, model=model or scenario.model,
                     max_concurrency=bench.max_concurrency,
-                    request_rate=bench.request_rate * rate_scale if bench.request_rate else None,
+                    request_rate=bench.request_rate if bench.request_rate and bench.trace is None else None,
+                    time_scale=time_scale,
                     ignore_eos=bench.ignore_eos, seed=bench.seed if seed is None else seed,
                     stall_timeout=deadlines.stall, warmup_deadline=deadlines.warmup,
                     warm_prompts_deadline=deadlines.warm_prompts, load_deadline=deadlines.load)
@@ -136,7 +138,7 @@ class LocalRound:
 
     def _plan(self, base_url: str) -> LoadPlan:
         return load_plan(self.scenario, self.settings, base_url, self.seed,
-                         model=self.server_info.get("served_model_name"), rate_scale=self.scale)
+                         model=self.server_info.get("served_model_name"), time_scale=self.scale)
 
     async def _measure(self, client: httpx.AsyncClient) -> RoundResult:
         router = next((p for p in self.processes if p.kind == "router"), None)
@@ -202,9 +204,10 @@ class LocalRound:
         bench = self.scenario.bench if self.seed is None else msgspec.structs.replace(self.scenario.bench,
                                                                                       seed=self.seed)
         model = self.server_info.get("served_model_name") or self.scenario.model
+        served_trace, trace = write_bench_traces(bench, self.log_dir)
         warm_output = self.log_dir / "bench_serving_warm.jsonl"
         warm_argv = bench_serving_warm_argv(self.settings.python, base_url, bench, self.scenario.workload,
-                                            warm_output, model=model)
+                                            warm_output, model=model, trace_file=served_trace)
         if warm_argv is not None:
             code = await self._run_bench_serving(warm_argv, "bench_serving_warm.log", "warm_prompts",
                                                  self.settings.deadlines.warm_prompts)
@@ -215,7 +218,11 @@ class LocalRound:
         before = await scrape(client, urls)
         offsets = [p.log_size() for p in self.workers]
         output = self.log_dir / "bench_serving.jsonl"
-        argv = bench_serving_argv(self.settings.python, base_url, bench, self.scenario.workload, output, model=model)
+        argv = bench_serving_argv(self.settings.python, base_url, bench, self.scenario.workload, output, model=model,
+                                  trace_file=trace)
+        if trace is not None:
+            self.notes.append("bench_serving's mooncake dataset builds each prompt from its hash ids (128 words an "
+                              "id), not from the trace's input_length: its prompts are shorter than the trace's")
         await self._run_bench_serving(argv, "bench_serving.log", "load", self.settings.deadlines.load)
         try:
             figures = read_bench_output(output)
