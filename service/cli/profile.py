@@ -1,4 +1,7 @@
-"""`sglang-tuner profile LOG.jsonl --tokenizer DIR`: measure a workload profile from a request log."""
+"""`sglang-tuner profile LOG.jsonl --tokenizer DIR`: measure a workload profile from a request log.
+
+`--trace-out FILE` also writes the log as a trace a scenario can replay; `--trace` profiles a trace instead.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ from pathlib import Path
 import click
 import msgspec
 
-from service.domain import MeasuredProfile
-from service.profile import ProfileError, TokenizerNotFound, profile_log
+from service.domain import TRACE_BLOCK_TOKENS, MeasuredProfile
+from service.profile import ProfileError, TokenizerNotFound, profile_log, profile_trace
+from service.strict_toml import InputFileError
 
 
 def register(main: click.Group) -> None:
@@ -18,30 +22,57 @@ def register(main: click.Group) -> None:
 
 @click.command("profile")
 @click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--tokenizer", "tokenizer_path", required=True, type=click.Path(exists=True, path_type=Path),
-              help="Folder holding tokenizer.json, or the file itself.")
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(exists=True, path_type=Path),
+              help="Folder holding tokenizer.json, or the file itself (needed for a request log).")
 @click.option("--strict", is_flag=True, help="Fail on the first malformed line instead of skipping it.")
 @click.option("--page-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Server --page-size for the radix reuse replay.")
+@click.option("--trace-out", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="Also write the log as a trace (Mooncake's JSON lines: times, lengths, block hash ids, no text) "
+                   "for a scenario's bench.dataset = \"trace\".")
+@click.option("--trace", "is_trace", is_flag=True, help="LOG is a trace in Mooncake's format: profile it, no tokenizer.")
+@click.option("--block-tokens", type=click.IntRange(min=1), default=TRACE_BLOCK_TOKENS, show_default=True,
+              help="Tokens per hash id of the trace written or read.")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
-def profile_command(log: Path, tokenizer_path: Path, strict: bool, page_size: int, as_json: bool) -> None:
+def profile_command(log: Path, tokenizer_path: Path | None, strict: bool, page_size: int, trace_out: Path | None,
+                    is_trace: bool, block_tokens: int, as_json: bool) -> None:
     """Input/output length median and p95, prefix sharing rate, radix reuse, concurrency and request rate.
 
     LOG holds one JSON object per line with `prompt` (or `input`, or chat `messages`) and `completion`
     (or `output`, `response`), and optionally `timestamp`/`ts`/`start_time` with `end_time` or `latency`.
+    With --trace, LOG is a trace instead: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     """
-    try:
-        measured = profile_log(log, tokenizer_path, strict=strict, page_size=page_size)
-    except (ProfileError, TokenizerNotFound) as err:
-        raise click.ClickException(str(err)) from err
+    measured = _trace_profile(log, block_tokens) if is_trace else _log_profile(
+        log, tokenizer_path, strict, page_size, trace_out, block_tokens)
     for error in measured.errors:
         click.echo(f"skipped {error}", err=True)
     if measured.skipped_lines > len(measured.errors):
         click.echo(f"skipped {measured.skipped_lines - len(measured.errors)} more malformed lines", err=True)
+    if trace_out is not None:
+        click.echo(f"trace of {measured.requests} requests written to {trace_out}", err=True)
     if as_json:
         click.echo(msgspec.json.encode(measured).decode())
     else:
         click.echo("\n".join(_text(measured)))
+
+
+def _log_profile(log: Path, tokenizer_path: Path | None, strict: bool, page_size: int, trace_out: Path | None,
+                 block_tokens: int) -> MeasuredProfile:
+    if tokenizer_path is None:
+        raise click.UsageError("a request log needs --tokenizer (the model's tokenizer.json); pass --trace if LOG is "
+                               "a trace")
+    try:
+        return profile_log(log, tokenizer_path, strict=strict, page_size=page_size, trace_out=trace_out,
+                           block_tokens=block_tokens)
+    except (ProfileError, TokenizerNotFound) as err:
+        raise click.ClickException(str(err)) from err
+
+
+def _trace_profile(log: Path, block_tokens: int) -> MeasuredProfile:
+    try:
+        return profile_trace(log, block_tokens)
+    except InputFileError as err:
+        raise click.ClickException(str(err)) from err
 
 
 def _text(m: MeasuredProfile) -> list[str]:

@@ -10,7 +10,7 @@ import uvicorn
 from sqlalchemy.engine import make_url
 
 from service.api.app import create_app
-from service.api.runtime import DevModeRefusedError, ServiceSettings, check_dev_mode
+from service.api.runtime import DEFAULT_MAX_BODY_BYTES, DevModeRefusedError, ServiceSettings, check_dev_mode
 from service.logs import get_logger
 from service.store import DEFAULT_DB_URL
 from service.workers.engine_process import SERVING_CPUS
@@ -47,13 +47,16 @@ def db_option(function: click.decorators.FC) -> click.decorators.FC:
 @click.option("--public-url", default=None, metavar="URL",
               help="The URL clients use when it is not the bind address (behind a proxy): /mcp accepts its host "
                    "and origin besides loopback.")
+@click.option("--max-body-mib", default=DEFAULT_MAX_BODY_BYTES >> 20, show_default=True, type=click.IntRange(1, 1024),
+              help="Largest JSON request body, in MiB; a scenario that replays a trace carries its records inline "
+                   "(5,000 to 10,000 records a MiB, by their prompt lengths).")
 def serve_command(host: str, port: int, db_url: str, dev: bool, slots: int, lease_seconds: float,
-                  serving_cpus: int, public_url: str | None) -> None:
+                  serving_cpus: int, public_url: str | None, max_body_mib: int) -> None:
     """Run the sglang-tuner service (jobs, schedules, reports) over HTTP."""
     workers = WorkerSettings(slots=slots, lease_seconds=lease_seconds, heartbeat_seconds=max(lease_seconds / 3, 0.2),
                              reap_every_seconds=max(lease_seconds / 2, 1.0))
     settings = ServiceSettings(db_url=db_url, host=host, dev=dev, workers=workers, serving_cpus=serving_cpus,
-                               public_url=public_url)
+                               public_url=public_url, max_body_bytes=max_body_mib << 20)
     try:
         check_dev_mode(settings)
     except DevModeRefusedError as exc:

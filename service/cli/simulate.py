@@ -9,7 +9,7 @@ import click
 import msgspec
 
 from service.components import RoundContext
-from service.domain import RoundResult
+from service.domain import BenchSpec, RoundResult
 from service.plugin_host import PluginHost
 from service.scenario import InputFileError, load_scenario
 
@@ -42,15 +42,26 @@ def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
     else:
-        click.echo(_summary(result))
+        click.echo(_summary(result, scenario.bench))
     if result.status == "failed":
         raise SystemExit(1)
 
 
-def _summary(result: RoundResult) -> str:
+def _traffic(bench: BenchSpec) -> list[str]:
+    """What a trace round replayed (other rounds' traffic is the workload's, as the scenario says)."""
+    trace = bench.trace
+    if trace is None:
+        return []
+    records = len(trace.records[max(bench.warm_prompts, 0):][:bench.num_prompts])
+    timing = f"at their times x{trace.slowdown:g}" if trace.timestamps else "closed loop, ignoring their times"
+    return [f"traffic: trace {trace.file or '(inline)'}, {records} of {len(trace.records)} records, {timing}"]
+
+
+def _summary(result: RoundResult, bench: BenchSpec) -> str:
     b, s = result.bench, result.server
     lines = [
         f"status: {result.status}" + (f" ({result.error})" if result.error else ""),
+        *_traffic(bench),
         f"source: {result.provenance.source} via {result.provenance.runner}, cost model "
         f"{result.provenance.cost_model} ({result.provenance.cost_model_fallback_steps} fallback steps)"
         + (f": {result.provenance.cost_model_detail}" if result.provenance.cost_model_detail else ""),

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.domain import MeasuredProfile
+from service.domain import TRACE_BLOCK_TOKENS, MeasuredProfile
 from service.profile.prefix import prefix_rates
 from service.profile.records import LogRecord, MalformedLine, parse_line
 from service.profile.timing import casebook_median, casebook_p95, peak_concurrency, request_rates
 from service.profile.tokenize import SegmentTokenizer
+from service.profile.trace import TraceTimesMissing, log_trace
+from service.traces import write_trace
 
 MAX_REPORTED_ERRORS = 1_000
 
@@ -49,7 +51,8 @@ def read_log(path: Path, *, strict: bool = False) -> tuple[list[LogRecord], list
 
 
 def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool = False, page_size: int = 1,
-                cache_outputs: bool = True) -> MeasuredProfile:
+                cache_outputs: bool = True, trace_out: Path | None = None,
+                block_tokens: int = TRACE_BLOCK_TOKENS) -> MeasuredProfile:
     """Measure input/output lengths, prefix sharing, radix reuse, concurrency and request rate.
 
     Does what the casebook's profile_workload.py does (median and p95 of input and output tokens with its
@@ -62,15 +65,19 @@ def profile_log(path: Path, tokenizer: SegmentTokenizer | Path, *, strict: bool 
         strict: Fail on the first malformed line instead of skipping it.
         page_size: `--page-size` for the radix reuse replay.
         cache_outputs: Whether finished requests leave their outputs in the replayed cache, as SGLang does.
+        trace_out: Also write the log as a trace in Mooncake's format (lengths, times, block hash ids), which a
+            scenario's `bench.dataset = "trace"` replays.
+        block_tokens: Tokens per hash id of that trace.
 
     Returns:
         The measured profile; `errors` lists the skipped lines.
 
     Raises:
-        ProfileError: On a malformed line in strict mode, or when no request is usable.
+        ProfileError: On a malformed line in strict mode, when no request is usable, or, with `trace_out`, when
+            a line has no start time.
     """
     with gc_paused():
-        return _profile(path, tokenizer, strict, page_size, cache_outputs)
+        return _profile(path, tokenizer, strict, page_size, cache_outputs, trace_out, block_tokens)
 
 
 @contextmanager
@@ -89,13 +96,18 @@ def gc_paused() -> Iterator[None]:
 
 
 def _profile(path: Path, tokenizer: SegmentTokenizer | Path, strict: bool, page_size: int,
-             cache_outputs: bool) -> MeasuredProfile:
+             cache_outputs: bool, trace_out: Path | None, block_tokens: int) -> MeasuredProfile:
     records, errors, skipped = read_log(path, strict=strict)
     if not records:
         raise ProfileError(f"{path}: no usable request lines")
     segmenter = tokenizer if isinstance(tokenizer, SegmentTokenizer) else SegmentTokenizer.from_path(tokenizer)
     prompts = segmenter.encode_prompts([r.prompt_pieces for r in records])
     completions = segmenter.encode_texts(r.completion for r in records)
+    if trace_out is not None:
+        try:
+            write_trace(trace_out, log_trace(records, prompts, completions, block_tokens))
+        except TraceTimesMissing as err:
+            raise ProfileError(f"{path}: {err}") from None
     ins = [len(p) for p in prompts]
     outs = [len(c) for c in completions]
     starts = [r.start for r in records if r.start is not None]
