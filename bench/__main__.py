@@ -6,7 +6,7 @@ import importlib.util
 import subprocess
 import sys
 
-BENCHMARKS = ["profile", "simulator", "tune", "api"]
+BENCHMARKS = ["profile", "simulator", "trace", "tune", "api"]
 
 
 def main() -> int:

@@ -10,7 +10,8 @@ uses, so a turn shares every block of its conversation's previous turn. Determin
 
     .venv/bin/python scripts/gen_example_trace.py [--check]
 
-`--check` regenerates the trace in memory and exits 1 when the shipped file differs.
+`--check` regenerates the trace in memory and exits 1 when the shipped file differs. `--out FILE --hours H
+--session-rate R` writes a longer or busier trace of the same kind (`bench/trace.py` times one).
 """
 
 from __future__ import annotations
@@ -44,41 +45,49 @@ def _lognormal(rng: np.random.Generator, median: int, p95: int) -> int:
     return int(np.clip(np.rint(rng.lognormal(np.log(median), sigma)), 8, 4 * p95))
 
 
-def _session_starts(rng: np.random.Generator) -> list[float]:
+def _session_starts(rng: np.random.Generator, duration_s: float, session_rate: float) -> list[float]:
     """Poisson session starts over the trace, thinned from the burst's rate (Lewis-Shedler)."""
-    start, end, boost = BURST
-    peak = SESSION_RATE * boost
+    start, end, boost = (duration_s * BURST[0] / DURATION_S, duration_s * BURST[1] / DURATION_S, BURST[2])
+    peak = session_rate * boost
     starts, t = [], 0.0
     while True:
         t += float(rng.exponential(1.0 / peak))
-        if t >= DURATION_S:
+        if t >= duration_s:
             return starts
-        rate = peak if start <= t < end else SESSION_RATE
+        rate = peak if start <= t < end else session_rate
         if rng.random() < rate / peak:
             starts.append(t)
 
 
-def generate() -> list[TraceRecord]:
-    """Every request of the trace, in time order."""
-    rng = np.random.default_rng(SEED)
+def generate(seed: int = SEED, duration_s: float = DURATION_S, session_rate: float = SESSION_RATE
+             ) -> list[TraceRecord]:
+    """Every request of the trace, in time order (the defaults give the shipped example; the burst keeps its
+    place, minutes 4 to 6 of 10, on a longer or shorter trace)."""
+    rng = np.random.default_rng(seed)
     systems = [np.arange(n, dtype=np.uint32) + (k + 1) * 1_000_000 for k, (n, _) in enumerate(SYSTEM_PROMPTS)]
     weights = np.array([w for _, w in SYSTEM_PROMPTS])
-    fresh = iter(range(100_000_000, 4_000_000_000))  # token ids of user messages and answers: never repeated
+    next_fresh = 100_000_000  # token ids of user messages and answers: consecutive, never repeated
+
+    def fresh(count: int) -> np.ndarray:
+        nonlocal next_fresh
+        next_fresh += count
+        return np.arange(next_fresh - count, next_fresh, dtype=np.uint32)
+
     requests: list[tuple[float, np.ndarray, int]] = []
-    for start in _session_starts(rng):
+    for start in _session_starts(rng, duration_s, session_rate):
         history = systems[int(rng.choice(len(systems), p=weights))]
         t = start
         for _ in range(MAX_TURNS):
-            user = np.fromiter((next(fresh) for _ in range(_lognormal(rng, USER_MEDIAN, USER_P95))), dtype=np.uint32)
+            user = fresh(_lognormal(rng, USER_MEDIAN, USER_P95))
             prompt = np.concatenate([history, user])
             answer_len = _lognormal(rng, ANSWER_MEDIAN, ANSWER_P95)
             requests.append((t * 1000.0, prompt, answer_len))
             if rng.random() > TURN_CONTINUE:
                 break
-            answer = np.fromiter((next(fresh) for _ in range(answer_len)), dtype=np.uint32)
+            answer = fresh(answer_len)
             history = np.concatenate([prompt, answer])
             t += float(rng.exponential(THINK_MEAN_S))
-            if t >= DURATION_S:
+            if t >= duration_s:
                 break
     requests.sort(key=lambda item: item[0])
     builder = TraceBuilder()
@@ -88,8 +97,11 @@ def generate() -> list[TraceRecord]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing")
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write (default: the shipped example)")
+    parser.add_argument("--hours", type=float, default=DURATION_S / 3600)
+    parser.add_argument("--session-rate", type=float, default=SESSION_RATE, help="sessions started per second")
     args = parser.parse_args()
-    records = generate()
+    records = generate(duration_s=args.hours * 3600, session_rate=args.session_rate)
     if args.check:
         tmp = OUT.with_suffix(".check.jsonl")
         try:
@@ -99,9 +111,9 @@ def main() -> int:
             tmp.unlink(missing_ok=True)
         print("up to date" if same else f"{OUT} differs from what this script writes")
         return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    write_trace(OUT, records)
-    print(f"wrote {len(records)} requests to {OUT.relative_to(ROOT)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_trace(args.out, records)
+    print(f"wrote {len(records)} requests to {args.out}")
     return 0
 
 
