@@ -94,7 +94,8 @@ class TraceBuilder:
         tokens = np.ascontiguousarray(prompt, dtype=np.uint32)
         digest, hash_ids = b"", []
         for start in range(0, len(tokens), self.block_tokens):
-            digest = hashlib.blake2b(digest + tokens[start:start + self.block_tokens].tobytes(), digest_size=16).digest()
+            block = tokens[start:start + self.block_tokens].tobytes()
+            digest = hashlib.blake2b(digest + block, digest_size=16).digest()
             hash_ids.append(self._ids.setdefault(digest, len(self._ids)))
         return TraceRecord(timestamp=round(float(timestamp_ms), 3), input_length=max(len(tokens), 1),
                            output_length=max(int(output_length), 1), hash_ids=hash_ids)

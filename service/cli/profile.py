@@ -30,7 +30,8 @@ def register(main: click.Group) -> None:
 @click.option("--trace-out", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Also write the log as a trace (Mooncake's JSON lines: times, lengths, block hash ids, no text) "
                    "for a scenario's bench.dataset = \"trace\".")
-@click.option("--trace", "is_trace", is_flag=True, help="LOG is a trace in Mooncake's format: profile it, no tokenizer.")
+@click.option("--trace", "is_trace", is_flag=True,
+              help="LOG is a trace in Mooncake's format: profile it, no tokenizer.")
 @click.option("--block-tokens", type=click.IntRange(min=1), default=TRACE_BLOCK_TOKENS, show_default=True,
               help="Tokens per hash id of the trace written or read.")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")

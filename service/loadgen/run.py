@@ -5,9 +5,9 @@ in a phase of their own with its own deadline, at the bench's concurrency, close
 from the figures. Like bench_serving: warm-up requests run at the same concurrency and are excluded;
 measured requests are sent in order, each when the `--max-concurrency` semaphore allows and, with a
 request rate, after a Poisson inter-arrival gap; requests that carry an arrival time (a trace's) no earlier
-than that time from the start of their phase (`time_scale` stretches both to an emulator's clock). A watchdog ends the phase early, naming why: no token
-arrived for `stall_timeout` seconds while requests were outstanding, the phase deadline passed, or
-`watch()` reports that a server process died.
+than that time from the start of their phase (`time_scale` stretches both to an emulator's clock). A
+watchdog ends the phase early, naming why: no token arrived for `stall_timeout` seconds while requests were
+outstanding, the phase deadline passed, or `watch()` reports that a server process died.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     # takes every scale-th of its records.
     rate = bench.request_rate / scale if bench.request_rate and trace is None else None
     prompts = bench.num_prompts if trace is not None else math.ceil(bench.num_prompts / scale)
-    scaled = msgspec.structs.replace(bench, num_prompts=prompts, warmup_requests=math.ceil(bench.warmup_requests / scale))
+    scaled = msgspec.structs.replace(bench, num_prompts=prompts,
+                                     warmup_requests=math.ceil(bench.warmup_requests / scale))
     warm, measured = build_requests(scenario.workload, scaled, model, rng, stride=scale if trace is not None else 1)
     loop = EventLoop(cluster, bench, scenario.hardware, rng, concurrency, rate,
                      variable_period_s=scenario.workload.prefix.variable_period_s,

@@ -44,7 +44,8 @@ def test_a_log_becomes_a_trace_in_start_order_with_shared_blocks(tmp_path, word_
 
 
 def test_a_log_line_without_a_time_cannot_become_a_trace(tmp_path, word_tokenizer_dir) -> None:
-    path = _log(tmp_path, [{"prompt": "w1", "completion": "w2", "timestamp": 1.0}, {"prompt": "w1", "completion": "w2"}])
+    path = _log(tmp_path, [{"prompt": "w1", "completion": "w2", "timestamp": 1.0},
+                           {"prompt": "w1", "completion": "w2"}])
     with pytest.raises(ProfileError, match="line 2 has no start time"):
         profile_log(path, word_tokenizer_dir, trace_out=tmp_path / "t.jsonl")
 
