@@ -30,6 +30,18 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         if any(h < 0 for h in self.hash_ids):
             raise ValueError("hash_ids must be non-negative integers")
 
+    def blocks(self, block_tokens: int) -> list[tuple[int, int]]:
+        """(hash id, tokens) of the prompt's blocks, in order: `block_tokens` each, the last one shorter when the
+        prompt ends inside it; ids past the prompt's end name nothing, and tokens past the ids' blocks no block."""
+        out: list[tuple[int, int]] = []
+        left = self.input_length
+        for hash_id in self.hash_ids:
+            if left <= 0:
+                break
+            out.append((hash_id, min(block_tokens, left)))
+            left -= out[-1][1]
+        return out
+
 
 class TraceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A request trace to replay: each record is one request, sent at its own time (bench_serving's

@@ -32,33 +32,23 @@ def log_trace(records: Sequence[LogRecord], prompts: Sequence[TokenIds], complet
     if missing is not None:
         raise TraceTimesMissing(f"line {missing} has no start time (timestamp, ts or start_time): a trace needs one "
                                 "on every request")
-    order = sorted(range(len(records)), key=lambda i: (records[i].start, i))
-    first = records[order[0]].start if order else 0.0
+    starts = [r.start for r in records if r.start is not None]
+    order = sorted(range(len(starts)), key=lambda i: (starts[i], i))
+    first = starts[order[0]] if order else 0.0
     builder = TraceBuilder(block_tokens)
-    return [builder.record((records[i].start - first) * 1000, prompts[i], len(completions[i]))  # type: ignore[operator]
-            for i in order]
-
-
-def _block_lengths(record: TraceRecord, block_tokens: int) -> list[int]:
-    """Tokens of each of the record's blocks (its ids' blocks, then any tokens they do not cover)."""
-    lengths, left = [], record.input_length
-    for _ in record.hash_ids:
-        if left <= 0:
-            break
-        lengths.append(min(block_tokens, left))
-        left -= lengths[-1]
-    return lengths
+    return [builder.record((starts[i] - first) * 1000, prompts[i], len(completions[i])) for i in order]
 
 
 def _sharing(records: Sequence[TraceRecord], block_tokens: int) -> float:
     """The casebook's sorted-adjacent sharing rate over block ids (shared blocks count their tokens)."""
-    keys = sorted((tuple(r.hash_ids[:len(_block_lengths(r, block_tokens))]), k) for k, r in enumerate(records))
+    blocks = [r.blocks(block_tokens) for r in records]
+    keys = sorted((tuple(h for h, _ in b), k) for k, b in enumerate(blocks))
     shared = 0
     for (a, k), (b, _) in zip(keys, keys[1:], strict=False):
         common = 0
         while common < min(len(a), len(b)) and a[common] == b[common]:
             common += 1
-        shared += sum(_block_lengths(records[k], block_tokens)[:common])
+        shared += sum(tokens for _, tokens in blocks[k][:common])
     return shared / max(sum(r.input_length for r in records), 1)
 
 
@@ -68,7 +58,7 @@ def _radix_reuse(records: Sequence[TraceRecord], block_tokens: int) -> float:
     served = 0
     for record in sorted(records, key=lambda r: r.timestamp):
         node, matching = root, True
-        for hash_id, tokens in zip(record.hash_ids, _block_lengths(record, block_tokens), strict=False):
+        for hash_id, tokens in record.blocks(block_tokens):
             child = node.get(hash_id)
             if child is None:
                 matching, child = False, node.setdefault(hash_id, {})

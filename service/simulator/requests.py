@@ -238,14 +238,8 @@ def _timed(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, part: list[tupl
 
 def trace_blocks(record: TraceRecord, block_tokens: int, rid: int) -> tuple[tuple[int, int], ...]:
     """A trace record's prompt: one block per hash id; tokens past the ids' blocks are the request's own."""
-    blocks: list[tuple[int, int]] = []
-    left = record.input_length
-    for hash_id in record.hash_ids:
-        if left <= 0:
-            break
-        take = min(block_tokens, left)
-        blocks.append((TRACE_BASE + hash_id, take))
-        left -= take
+    blocks = [(TRACE_BASE + hash_id, tokens) for hash_id, tokens in record.blocks(block_tokens)]
+    left = record.input_length - sum(tokens for _, tokens in blocks)
     if left > 0:
         blocks.append((UNIQUE_BASE + rid * 4, left))
     return tuple(blocks)
