@@ -27,7 +27,7 @@ class InputFileError(ValueError):
     """A file that does not decode: carries the file, the line, the dotted field and a hint."""
 
     def __init__(self, message: str, *, file: str, line: int | None, field: str | None, hint: str | None) -> None:
-        self.file, self.line, self.field, self.hint = file, line, field, hint
+        self.message, self.file, self.line, self.field, self.hint = message, file, line, field, hint
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {message}" + (f" ({hint})" if hint else ""))
 

@@ -20,7 +20,7 @@ from service.strict_toml import InputFileError, find_unknown_key, parse_msgspec_
 
 __all__ = ["TraceBuilder", "read_trace", "write_trace"]
 
-_KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
+_KEYS = TraceRecord.__struct_fields__
 _RECORD_INFO = msgspec.inspect.type_info(TraceRecord)
 _DECODER = msgspec.json.Decoder(TraceRecord)
 _ENCODER = msgspec.json.Encoder()

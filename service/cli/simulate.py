@@ -52,7 +52,7 @@ def _traffic(bench: BenchSpec) -> list[str]:
     trace = bench.trace
     if trace is None:
         return []
-    records = len(trace.records[max(bench.warm_prompts, 0):][:bench.num_prompts])
+    records = len(trace.parts(bench.warm_prompts, bench.num_prompts)[1])
     timing = f"at their times x{trace.slowdown:g}" if trace.timestamps else "closed loop, ignoring their times"
     return [f"traffic: trace {trace.file or '(inline)'}, {records} of {len(trace.records)} records, {timing}"]
 

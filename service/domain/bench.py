@@ -67,6 +67,12 @@ class TraceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         if self.slowdown < 0:
             raise ValueError("slowdown must be 0 or more (1.0 replays at the trace's own rate)")
 
+    def parts(self, served: int, measured: int) -> tuple[list[TraceRecord], list[TraceRecord]]:
+        """The records served before the run (the first `served`) and the `measured` ones after them, in file
+        order, as bench_serving reads the first lines of a trace."""
+        served = max(served, 0)
+        return self.records[:served], self.records[served:served + measured]
+
 
 class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One benchmark round, mirroring `python -m sglang.bench_serving` flags.

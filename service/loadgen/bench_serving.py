@@ -97,13 +97,12 @@ def write_bench_traces(bench: BenchSpec, folder: Path) -> tuple[Path | None, Pat
     """
     if bench.trace is None:
         return None, None
-    served_count = max(bench.warm_prompts, 0)
-    records = bench.trace.records
-    served = folder / "trace_served.jsonl" if served_count else None
+    before, records = bench.trace.parts(bench.warm_prompts, bench.num_prompts)
+    served = folder / "trace_served.jsonl" if before else None
     if served is not None:
-        write_trace(served, records[:served_count])
+        write_trace(served, before)
     measured = folder / "trace.jsonl"
-    write_trace(measured, records[served_count:served_count + bench.num_prompts])
+    write_trace(measured, records)
     return served, measured
 
 

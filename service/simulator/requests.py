@@ -212,9 +212,9 @@ def trace_requests(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, served:
     A request the server would refuse, its prompt and `max_new_tokens` together longer than the model's
     context, is marked failed with SGLang's message (`managers/tokenizer_manager.py` _validate_one_request).
     """
-    indexed = list(enumerate(trace.records[:served + n]))
-    return (_timed(trace, bench, model, indexed[:served][::stride]),
-            _timed(trace, bench, model, indexed[served:][::stride]))
+    before, measured = trace.parts(served, n)
+    return (_timed(trace, bench, model, list(enumerate(before))[::stride]),
+            _timed(trace, bench, model, list(enumerate(measured, start=len(before)))[::stride]))
 
 
 def _timed(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, part: list[tuple[int, TraceRecord]]
@@ -223,8 +223,7 @@ def _timed(trace: TraceSpec, bench: BenchSpec, model: ModelSpec, part: list[tupl
     start = part[0][1].timestamp if part else 0.0
     out: list[SimRequest] = []
     for rid, record in part:
-        max_new = record.output_length if bench.ignore_eos or bench.max_new_tokens is None else max(
-            bench.max_new_tokens, 1)
+        max_new = _max_new_tokens(bench, record.output_length)
         r = SimRequest(rid=rid, blocks=trace_blocks(record, trace.block_tokens, rid), input_len=record.input_length,
                        output_len=min(record.output_length, max_new), max_new_tokens=max_new,
                        arrival=(record.timestamp - start) / 1000 * trace.slowdown if trace.timestamps else 0.0)
@@ -257,7 +256,6 @@ def _workload_requests(workload: WorkloadProfile, bench: BenchSpec, model: Model
                                                                 max(model.max_context - 64, 64))
     convs = rng.integers(0, workload.prefix.conversations, size=n) if workload.prefix.conversations else None
     schemas = _schemas(workload, n, rng)
-    cap_new = bench.max_new_tokens
     requests: list[SimRequest] = []
     for i in range(n):
         length, out = int(inputs[i]), int(outputs[i])
@@ -271,11 +269,16 @@ def _workload_requests(workload: WorkloadProfile, bench: BenchSpec, model: Model
                 length = _document_prompt_length(workload.prefix, doc_tokens)
             blocks = layout_blocks(workload.prefix, length, i, doc, conv, doc_tokens)
         length = sum(b for _, b in blocks)
-        max_new = out if bench.ignore_eos or cap_new is None else max(cap_new, 1)
+        max_new = _max_new_tokens(bench, out)
         out = out if bench.ignore_eos else min(out, max_new)
         requests.append(SimRequest(rid=i, blocks=blocks, input_len=length, output_len=out,
                                    max_new_tokens=max_new, schema=int(schemas[i])))
     return requests
+
+
+def _max_new_tokens(bench: BenchSpec, output_len: int) -> int:
+    """What the client asks for: the output length under ignore_eos, else the bench's `max_new_tokens` cap."""
+    return output_len if bench.ignore_eos or bench.max_new_tokens is None else max(bench.max_new_tokens, 1)
 
 
 def _document_prompt_length(prefix: PrefixStructure, doc_tokens: int) -> int:

@@ -9,7 +9,7 @@ import msgspec
 from service.domain import Scenario
 from service.engine import DEFAULT_RUNNER
 from service.plugin_host import PluginHost
-from service.scenario import INLINE_TRACE_HINT
+from service.scenario import InputFileError, require_inline_trace
 from service.store import NewJob
 
 
@@ -62,10 +62,10 @@ def check_job_request(request: JobRequest, plugins: PluginHost) -> str | None:
             message, _, path = str(exc).partition(" - at `$")
             field = "scenario" + ("." + path.rstrip("`").lstrip(".") if path else "")
             raise JobRequestError(field, message, "the scenario format is the one `sglang-tuner simulate` reads") from exc
-        trace = scenario.bench.trace
-        if trace is not None and not trace.records:
-            raise JobRequestError("scenario.bench.trace.file", f"the trace file `{trace.file}` cannot be read by the "
-                                  "service", INLINE_TRACE_HINT)
+        try:
+            require_inline_trace(scenario)
+        except InputFileError as exc:
+            raise JobRequestError(f"scenario.{exc.field}", exc.message, exc.hint or "") from exc
     if request.resource is not None:
         return request.resource
     runner = plugins.get("runner", runner_name)
