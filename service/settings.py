@@ -73,6 +73,12 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         remap_ports: Place every listener on a free loopback port instead of the deployment's own.
         retraction_storm_per_request: A round fails as a retraction storm when retractions exceed this many
             per completed request.
+        state_dir: Where the `local` runner records the processes of each round before it launches them, so
+            that the next round ends what a dead owner left behind (default: `$XDG_STATE_HOME/sglang-tuner/
+            processes`, else `~/.local/state/sglang-tuner/processes`).
+        allow_wildcard_bind: Let a round listen on every interface (`0.0.0.0` or `::` as `router.host`, the
+            router's `--prometheus-host` or a node host); refused otherwise, and warned about in the round's
+            notes when allowed.
     """
 
     allow_flags: list[str] = msgspec.field(default_factory=list)
@@ -90,6 +96,8 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     emulator_fault: str | None = None
     remap_ports: bool = False
     retraction_storm_per_request: float = 1.0
+    state_dir: str = ""
+    allow_wildcard_bind: bool = False
 
     def url_allowed(self, url: str) -> bool:
         """Whether the attach allowlist admits `url` (a full match of one pattern)."""
@@ -112,7 +120,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             values[field] = raw.split()
         elif field in _LIST_FIELDS:
             values[field] = [part.strip() for part in raw.split(",") if part.strip()]
-        elif field == "remap_ports":
+        elif field in ("remap_ports", "allow_wildcard_bind"):
             values[field] = _BOOL_WORDS.get(raw.strip().lower(), False)
         elif field in ("time_scale", "retraction_storm_per_request"):
             values[field] = float(raw)

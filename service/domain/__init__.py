@@ -5,6 +5,7 @@ from service.domain.bench import (
     TRACE_BLOCK_TOKENS,
     BenchFigures,
     BenchSpec,
+    ProcessRecord,
     Provenance,
     RequestSamples,
     RoundResult,
@@ -54,7 +55,7 @@ __all__ = [
     "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
-    "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus", "RouterConfig",
-    "ServerConfig", "ServerMetrics", "SLOCheck", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
+    "ProcessRecord", "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus",
+    "RouterConfig", "ServerConfig", "ServerMetrics", "SLOCheck", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
     "WorkerGroup", "WorkloadProfile", "dtype_bytes", "gpu_spec", "place_workers", "resolve_model",
 ]

@@ -119,6 +119,23 @@ class Source(StrEnum):
     MEASURED = "measured"
 
 
+class ProcessRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One process a runner started for a round: enough to find it again and never to mistake another for it.
+
+    A PID is reused once its process exits, so the process is named by `pid` with `start_time` (clock ticks
+    after boot, field 22 of `/proc/<pid>/stat`); `pgid` is the process group holding its children.
+    """
+
+    name: str
+    kind: str = "worker"
+    pid: int = 0
+    pgid: int = 0
+    start_time: int = 0
+    host: str = ""
+    port: int = 0
+    argv: list[str] = msgspec.field(default_factory=list)
+
+
 class Provenance(msgspec.Struct, kw_only=True):
     """How a round's figures were obtained."""
 
@@ -136,6 +153,8 @@ class Provenance(msgspec.Struct, kw_only=True):
     # the same prompts, so a policy may compare them pair by pair.
     seed: int | None = None
     note: str = ""
+    # What the runner started for the round (the `local` runner's workers and router), in launch order.
+    processes: list[ProcessRecord] = msgspec.field(default_factory=list)
 
 
 class BenchFigures(msgspec.Struct, kw_only=True, omit_defaults=False):
