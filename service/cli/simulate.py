@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+from collections.abc import Awaitable
 from pathlib import Path
 
 import click
 import msgspec
 
+from service.cli.checks import refuse_invalid
 from service.components import RoundContext
 from service.domain import BenchSpec, RoundResult
 from service.plugin_host import PluginHost
@@ -32,19 +35,52 @@ def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model
         scenario = load_scenario(scenario_path)
     except InputFileError as exc:
         raise click.ClickException(str(exc)) from exc
+    refuse_invalid(scenario, scenario_path)
     host = PluginHost()
     try:
         chosen = host.get("runner", runner)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from exc
     context = RoundContext(cost_models=host.components("cost_model"), cost_model=cost_model)
-    result = asyncio.run(chosen.run_round(scenario, seed=seed, context=context))
+    received: list[signal.Signals] = []
+    try:
+        result = asyncio.run(_until_stopped(chosen.run_round(scenario, seed=seed, context=context), received))
+    except asyncio.CancelledError:
+        sig = received[0] if received else signal.SIGTERM
+        click.echo(f"round stopped by {sig.name}; the runner stopped what it had started", err=True)
+        raise SystemExit(128 + sig) from None
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
     else:
         click.echo(_summary(result, scenario.bench))
     if result.status == "failed":
         raise SystemExit(1)
+
+
+# SIGINT already cancels the round (asyncio.run turns it into a cancellation, so the runner tears down);
+# SIGTERM (kill, systemd, a container stop) and SIGHUP (a closed terminal) would end the process without
+# that, leaving the servers running: they cancel the round the same way.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+async def _until_stopped(round_: Awaitable[RoundResult], received: list[signal.Signals]) -> RoundResult:
+    """Await the round; a stop signal (appended to `received`) cancels it, so the runner's teardown runs
+    before the command exits."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def stop(sig: signal.Signals) -> None:
+        received.append(sig)
+        task.cancel()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await round_
+    finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
 
 
 def _traffic(bench: BenchSpec) -> list[str]:

@@ -15,7 +15,9 @@ Emulator-only settings come from the environment, so the argv stays exactly what
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +36,7 @@ DEFAULT_VERSION = "0.5.23"
 # The scheduler and detokenizer of a real server are child processes; the emulator keeps one such child so
 # a launcher that kills only the parent, not the process group, leaves it behind exactly as with SGLang.
 _CHILD = "import time\nwhile True:\n    time.sleep(3600)\n"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def make_logger(tp_size: int) -> Callable[[str], None]:
@@ -76,9 +79,28 @@ def _fail(log: Callable[[str], None], lines: tuple[str, ...] | list[str], code: 
     return code
 
 
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A `preexec_fn`: SIGKILL the child when this server dies, as SGLang's scheduler and detokenizer do
+    (`kill_itself_when_parent_died`, `prctl(PR_SET_PDEATHSIG, SIGKILL)`); exit at once if it already has."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the launcher's process-group kill still reaches the child
+        prctl = None
+
+    def arm() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
 def _spawn_child() -> subprocess.Popen[bytes]:
+    # Same process group as this server (no new session): a launcher that signals the group reaches it.
     return subprocess.Popen([sys.executable, "-S", "-c", _CHILD], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=_die_with_parent(os.getpid()))
 
 
 def run_emulator(argv: list[str], environ: Mapping[str, str] | None = None) -> int:

@@ -12,6 +12,7 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
+from plugins.runners.local.binds import PROMETHEUS_HOST, metrics_host
 from plugins.runners.local.failures import RoundFailure
 from service import (
     ROUTER,
@@ -127,7 +128,10 @@ def _router_spec(rendered: RenderedLaunch, scenario: Scenario, settings: RunnerS
     if not settings.router_command and importlib.util.find_spec("sglang_router") is None:
         raise RoundFailure("router_missing", "validate", "the deployment has a router but sglang-router is not "
                                                          "installed (pip install sglang-router)")
-    flags = _checked(router.argv, scenario, settings, router=True, what="the router")
+    argv = list(router.argv)
+    if PROMETHEUS_HOST not in argv:  # the router's own default is every interface
+        argv += [PROMETHEUS_HOST, metrics_host(scenario)]
+    flags = _checked(argv, scenario, settings, router=True, what="the router")
     head = list(settings.router_command) if settings.router_command else [settings.python, "-m",
                                                                           "sglang_router.launch_router"]
     return LaunchSpec(name="router", kind="router", argv=head + flags, url=router.url, host=router.host,

@@ -10,6 +10,8 @@ import socket
 
 import msgspec
 
+from plugins.runners.local.binds import PROMETHEUS_HOST, metrics_host
+from plugins.runners.local.lifetime import command_line, listening_inodes, socket_owners
 from plugins.runners.local.readiness import port_free
 from service import Scenario
 
@@ -73,12 +75,32 @@ class PortMap:
             deployment, groups=groups, router=router))
 
 
-def busy_ports(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[str]:
-    """Listeners the launch needs that something already holds, as `host:port` strings."""
+ROUTER_METRICS_PORT = 29000  # sglang-router's Prometheus port when the scenario names none
+
+
+def listeners(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Every (host, port) the launch will listen on: the workers' HTTP ports, the router and its metrics."""
     wanted = list(worker_ports)
     router = scenario.deployment.router
     if router is not None:
         wanted.append((router.host, router.port))
-        if router.prometheus_port is not None:
-            wanted.append((router.host, router.prometheus_port))
-    return [f"{host}:{port}" for host, port in wanted if not port_free(host, port)]
+        metrics = router.prometheus_port if router.prometheus_port is not None else ROUTER_METRICS_PORT
+        wanted.append((str(router.extra.get(PROMETHEUS_HOST, metrics_host(scenario))), metrics))
+    return wanted
+
+
+def busy_ports(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[str]:
+    """Listeners the launch needs that something already holds, each with its holder where /proc tells.
+
+    For example `127.0.0.1:31000 (held by pid 4242: python -m service.emulator --port 31000 ...)`.
+    """
+    return [f"{host}:{port} ({port_holder(port)})" for host, port in listeners(scenario, worker_ports)
+            if not port_free(host, port)]
+
+
+def port_holder(port: int) -> str:
+    """Who listens on `port`, as a phrase: the PIDs and command lines of the sockets' owners."""
+    owners = socket_owners(listening_inodes(port))
+    if not owners:
+        return "holder not visible here: another user's process or another network namespace"
+    return "; ".join(f"held by pid {pid}: {command_line(pid)[:200] or '?'}" for pid in owners[:3])

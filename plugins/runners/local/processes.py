@@ -1,8 +1,9 @@
 """Server processes: spawned from argv lists (never a shell) in their own process group, always reaped.
 
 Every process starts with `start_new_session=True`, so it leads a new process group that holds its
-children too (SGLang's scheduler and detokenizer processes). Teardown signals the whole group: SIGTERM,
-a grace period, then SIGKILL, and only returns once no live member of the group is left.
+children too (SGLang's scheduler and detokenizer processes), and with a parent-death signal (SIGKILL when
+the thread that started it dies, even by SIGKILL). Teardown signals the whole group: SIGTERM, a grace
+period, then SIGKILL, and only returns once no live member of the group is left.
 """
 
 from __future__ import annotations
@@ -17,21 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid`, read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry.name))
-    return members
+from plugins.runners.local.lifetime import die_with_parent, group_members, start_time
 
 
 @dataclass
@@ -47,6 +34,8 @@ class ServerProcess:
     kind: str = "worker"
     stopped: bool = False
     exit_code: int | None = field(default=None)
+    # Start time of the leader (clock ticks after boot, /proc/<pid>/stat): with the PID, what names it for good.
+    started: int = 0
 
     @property
     def pgid(self) -> int:
@@ -80,8 +69,7 @@ class Launcher(Protocol):
     """Starts one process; the runner's only way to create processes (tests record what it receives)."""
 
     def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> ServerProcess:
-        """Start `argv` in a new session with its output in `log_path`."""
-        """Start `argv` with `env`, output to `log_path`."""
+        """Start `argv` with `env` in a new session that dies with its starter, output to `log_path`."""
         ...
 
 
@@ -94,11 +82,16 @@ class SubprocessLauncher:
         log_file = log_path.open("wb")
         try:
             popen = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=log_file,
-                                     stderr=subprocess.STDOUT, start_new_session=True, shell=False)
+                                     stderr=subprocess.STDOUT, start_new_session=True, shell=False,
+                                     preexec_fn=die_with_parent(os.getpid()))
         except OSError:
             log_file.close()
             raise
-        return ServerProcess(name=name, argv=list(argv), log_path=log_path, popen=popen, log_file=log_file)
+        except subprocess.SubprocessError as exc:  # the preexec_fn failed in the child
+            log_file.close()
+            raise OSError(f"{argv[0]}: {exc}") from None
+        return ServerProcess(name=name, argv=list(argv), log_path=log_path, popen=popen, log_file=log_file,
+                             started=start_time(popen.pid) or 0)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

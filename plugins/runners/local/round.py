@@ -1,7 +1,9 @@
 """One `local` round, phase by phase: validate, start, health, warm prompts, warm-up, load, teardown.
 
-Teardown runs whatever happened (an error, a cancelled task): every process group is signalled and
-reaped before the round returns, and any member that had to be killed with SIGKILL is reported.
+Before anything, the round ends what a dead owner's round left running (the process registry) and says so
+in its notes. Every process is recorded in the registry before it is spawned; teardown runs whatever
+happened (an error, a cancelled task): every process group is signalled and reaped before the round
+returns, any member that had to be killed with SIGKILL is reported, and the record is removed.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from typing import Any
 import httpx
 import msgspec
 
+from plugins.runners.local.binds import bind_warnings
 from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited
 from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch, process_env
+from plugins.runners.local.lifetime import group_members
 from plugins.runners.local.ports import busy_ports
 from plugins.runners.local.processes import Launcher, ServerProcess, stop_all
 from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, wait_router
+from plugins.runners.local.registry import RoundRegistry, end_orphans, state_dir
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
 from service import (
@@ -80,6 +85,7 @@ class LocalRound:
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="sglang-tuner-round-"))
         self.notes: list[str] = [f"logs: {self.log_dir}"]
         self.server_info: dict[str, Any] = {}
+        self.registry = RoundRegistry(state_dir(settings))
 
     @property
     def workers(self) -> list[ServerProcess]:
@@ -87,30 +93,56 @@ class LocalRound:
         return [p for p in self.processes if p.kind == "worker"]
 
     async def run(self) -> RoundResult:
-        """The whole round; never raises for a server fault (the result names it)."""
+        """The whole round; never raises for a server fault (the result names it).
+
+        The result's provenance lists every process the round started (`Provenance.processes`).
+        """
         try:
+            result = await self._run()
+        finally:
+            self._teardown()
+        processes = self.registry.processes
+        return msgspec.structs.replace(result, provenance=msgspec.structs.replace(result.provenance,
+                                                                                  processes=processes))
+
+    async def _run(self) -> RoundResult:
+        try:
+            self._end_orphans()
+            self.notes.extend(bind_warnings(self.scenario, self.settings))
             _, specs = plan_launch(self.scenario, self.settings, cost_model=self.cost_model)
             ports = [(s.host, s.port) for s in specs if s.kind == "worker" and s.url]
             if busy := busy_ports(self.scenario, ports):
-                raise RoundFailure("port_in_use", "start", f"already in use before launch: {', '.join(busy)}")
+                raise RoundFailure("port_in_use", "start", f"already in use before launch: {', '.join(busy)}; "
+                                                           "stop what holds it, or set remap_ports = true")
             async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
                 await self._start(client, specs)
                 return await self._measure(client)
         except RoundFailure as failure:
             return failed(failure, self.origin, self.notes)
-        finally:
-            self._teardown()
+
+    def _end_orphans(self) -> None:
+        """End what a dead owner's round left running, before this round needs its GPUs and ports."""
+        try:
+            self.notes.extend(end_orphans(self.registry.path.parent))
+        except OSError as exc:
+            self.notes.append(f"orphans: the process registry {self.registry.path.parent} is unreadable ({exc})")
 
     # -- start and health ------------------------------------------------------------------------------
 
     def _spawn(self, spec: LaunchSpec) -> ServerProcess:
         self.launched.append(list(spec.argv))
         try:
+            self.registry.planned(spec.name, spec.kind, spec.host, spec.port, spec.argv)  # durable before launch
+        except OSError as exc:
+            raise RoundFailure("validation", "start", f"the process registry {self.registry.path.parent} is not "
+                                                      f"writable ({exc}); set the runner setting state_dir") from None
+        try:
             process = self.launcher.spawn(spec.name, spec.argv, process_env(spec), self.log_dir / f"{spec.name}.log")
         except OSError as exc:
             raise RoundFailure("launch_exit", "start", f"{spec.name} could not be started: {exc}") from None
         process.url, process.kind = spec.url, spec.kind
         self.processes.append(process)
+        self.registry.started(spec.name, process.pgid, process.started)
         return process
 
     async def _start(self, client: httpx.AsyncClient, specs: list[LaunchSpec]) -> None:
@@ -270,4 +302,9 @@ class LocalRound:
             self.notes.append("teardown: SIGKILL after the grace period for " +
                               ", ".join(f"{name} ({len(pids)} process(es))" for name, pids in forced.items()))
         self.notes.append(f"teardown took {time.monotonic() - started:.2f}s")
+        if any(group_members(p.pgid, since=p.started) for p in self.processes):
+            self.notes.append(f"teardown: processes survived SIGKILL; {self.registry.path} keeps them for the "
+                              "next round to end")
+        else:
+            self.registry.close()
 

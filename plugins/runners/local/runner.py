@@ -10,6 +10,7 @@ from plugins.runners.local.failures import RoundFailure
 from plugins.runners.local.launch import engine_of
 from plugins.runners.local.ports import PortMap
 from plugins.runners.local.processes import Launcher, SubprocessLauncher
+from plugins.runners.local.registry import end_orphans, state_dir
 from plugins.runners.local.results import failed, provenance
 from plugins.runners.local.round import LocalRound
 from service import (
@@ -54,6 +55,15 @@ class LocalRunner(Runner):
             return await round_.run()
         finally:
             self.launches.append(round_.launched)
+
+    @staticmethod
+    def end_orphans(settings: dict[str, object] | None = None) -> list[str]:
+        """End what rounds of dead owners left running (every round also does this before it launches).
+
+        `settings` is a round context's settings mapping; returns one note per round whose leftovers were
+        ended, for whoever resumes the job to show.
+        """
+        return end_orphans(state_dir(load_runner_settings(settings)))
 
     @staticmethod
     def engine(settings: RunnerSettings) -> str:
