@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
-from service import SLO, Deployment, ModelSpec, RouterConfig, Scenario, ServerConfig, WorkerGroup, dtype_bytes
+from service import (
+    SLO,
+    ConfigDelta,
+    Deployment,
+    ModelSpec,
+    RouterConfig,
+    Scenario,
+    ServerConfig,
+    TuningContext,
+    WorkerGroup,
+    dtype_bytes,
+)
 
 # Casebook case 2, HiCache break-even: "H100 FP8 1,979 TFLOPS x 4 GPUs x 60% effective".
 EFFECTIVE_COMPUTE = 0.60
@@ -13,10 +26,14 @@ SPECULATIVE_BREAK_EVEN = 0.6
 GIB = 1024**3
 
 
-def threshold_batch_size(scenario: Scenario) -> float:
-    """Peak dense BF16 FLOP/s over HBM bandwidth: 206 on H200, 295 on H100 (casebook "Threshold Batch")."""
+def threshold_batch_size(scenario: Scenario) -> int:
+    """Peak dense BF16 FLOP/s over HBM bandwidth, rounded down: 206 on H200, 295 on H100.
+
+    The same formula as `sglang-tuner calc threshold-batch` (service/calc/throughput.py; casebook case 1
+    "H200 threshold batch size (206)", case 3 "H100 threshold batch size of 295").
+    """
     spec = scenario.hardware.spec
-    return spec.bf16_tflops / spec.hbm_bandwidth_tbps
+    return math.floor(spec.bf16_tflops / spec.hbm_bandwidth_tbps)
 
 
 def unified_replicas(deployment: Deployment) -> int:
@@ -27,6 +44,43 @@ def concurrency_per_instance(scenario: Scenario) -> float:
     """Concurrent requests each serving instance holds: client concurrency spread over the replicas."""
     total = scenario.bench.max_concurrency or scenario.workload.peak_concurrency or 1
     return total / unified_replicas(scenario.deployment)
+
+
+def measured_concurrency_per_instance(ctx: TuningContext) -> tuple[float, str]:
+    """Concurrent requests each instance held in the last accepted round, and where the figure came from.
+
+    The measured figure (bench_serving's mean concurrency over the replicas) is what the casebook compares
+    with the threshold batch (case 3: "248.91" served of 256 clients); a scenario not yet measured falls
+    back to the client concurrency it asks for.
+    """
+    measured = ctx.baseline.bench.concurrency if ctx.baseline is not None else 0.0
+    if measured > 0:
+        return measured / unified_replicas(ctx.scenario.deployment), "measured"
+    return concurrency_per_instance(ctx.scenario), "configured"
+
+
+def tried_deltas(ctx: TuningContext, technique: str) -> list[ConfigDelta]:
+    """The candidates of `technique` already run in this job, read back from the context's `tried` keys.
+
+    A key is the technique's name, a colon and the candidate as JSON (the engine's `delta_key`); a key in
+    another form is not a candidate of this technique and is skipped.
+    """
+    found = []
+    for key in ctx.tried:
+        name, _, body = key.partition(":")
+        if name != technique or not body:
+            continue
+        try:
+            found.append(msgspec.json.decode(body, type=ConfigDelta))
+        except msgspec.DecodeError:
+            continue
+    return found
+
+
+def server_has(server: ServerConfig, changes: dict[str, object]) -> bool:
+    """Whether every setting in `changes` already holds on `server` (a kept candidate is in effect)."""
+    return all(getattr(server, key.replace("-", "_"), None) == value for key, value in changes.items()
+               if not key.startswith("--"))
 
 
 def has_latency_slo(slo: SLO) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from plugins.techniques._rules import has_latency_slo, main_server
-from service import Applicability, ConfigDelta, Technique, TuningContext
+from plugins.techniques._rules import has_latency_slo, main_server, server_has, tried_deltas
+from service import Applicability, ConfigDelta, FlagValue, ServerConfig, Technique, TuningContext
 
 BIG_CHUNK = 32768  # case 3: latency is irrelevant, so prefills are not split
 MEM_STEP = 0.02  # case 3 probes 0.94 -> 0.96 and rolls back on preemption
@@ -15,6 +15,9 @@ MEM_CEILING = 0.96
 ROOMY_TOKEN_USAGE = 0.5
 # The running cap binds when the server runs at least this share of it on average.
 CAP_BINDS = 0.8
+# The knobs the casebook's round 3 sets together (case 3: "Maximizing Batch Parameters").
+BUNDLE = ("max_running_requests", "chunked_prefill_size", "max_prefill_tokens", "mem_fraction_static",
+          "schedule_conservativeness")
 
 
 class BatchParameters(Technique):
@@ -31,33 +34,52 @@ class BatchParameters(Technique):
         if has_latency_slo(ctx.scenario.slo):
             return Applicability(False, "A latency SLO holds the batch where it is; larger batches trade latency "
                                         "for throughput (casebook 'Throughput up, latency up').")
-        if not self.propose(ctx):
+        steps = self.propose(ctx)
+        failed = _failed_bundle(ctx, main_server(ctx.scenario))
+        if not steps:
+            if failed is not None:
+                return Applicability(False, "The batch bundle was rolled back and each of its knobs was tried "
+                                            "alone; nothing is left to try.")
             return Applicability(False, "The batch is at the KV pool's limit and client load matches the server.")
+        if failed is not None and _remaining_singles(ctx, failed):
+            return Applicability(True, "The batch bundle was rolled back as a whole, so its knobs are tried one "
+                                       "per round: one bad part (a preempting mem-fraction) can hide a good one.")
         return Applicability(True, "There is no latency SLO, so maximise the batch: only total completion time "
                                    "matters (casebook case 3 round 3).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        """The casebook's bundle first; if it was rolled back, its knobs one at a time; then the probes."""
         server = main_server(ctx.scenario)
+        failed = _failed_bundle(ctx, server)
+        if failed is not None:
+            # A bundle that does not pay as a whole may still hold a part that does (a bigger chunk with a
+            # preempting mem-fraction, say): each knob is a step judged against the last accepted one.
+            singles = _remaining_singles(ctx, failed)
+            if singles:
+                return singles
         client = ctx.scenario.bench.max_concurrency or ctx.scenario.workload.peak_concurrency or 1
         target = max(512, 2 * client)
-        out: list[ConfigDelta] = []
-        if server.max_running_requests is None or server.max_running_requests < client:
-            out.append(ConfigDelta(
+        if failed is None and (server.max_running_requests is None or server.max_running_requests < client):
+            return [ConfigDelta(
                 technique=self.name,
                 summary=f"batch max: {target} running, chunk {BIG_CHUNK}, prefill {2 * BIG_CHUNK}, mem 0.94, "
                         "conservativeness 0.3",
                 set_server={"chunked_prefill_size": BIG_CHUNK, "max_running_requests": target,
                             "max_prefill_tokens": 2 * BIG_CHUNK, "mem_fraction_static": 0.94,
                             "schedule_conservativeness": 0.3},
-                client_concurrency=target))
-            return out
+                client_concurrency=target)]
+        return self._probes(ctx, server, client)
+
+    def _probes(self, ctx: TuningContext, server: ServerConfig, client: int) -> list[ConfigDelta]:
+        """Past the bundle: the 0.96 KV probe, then the running cap and client load (case 3 rounds 3-4)."""
+        out: list[ConfigDelta] = []
         mem = server.mem_fraction_static or 0.0
         if 0.94 <= mem < MEM_CEILING:
             new = round(min(MEM_CEILING, mem + MEM_STEP), 2)
             out.append(ConfigDelta(technique=self.name, summary=f"mem-fraction-static {new}",
                                    set_server={"mem_fraction_static": new}))
         running = server.max_running_requests
-        if client <= running:
+        if running is not None and client <= running:
             doubled = 2 * running
             if _pool_has_room(ctx, running):
                 # The KV pool is under half used while the running cap is full: raise the cap and the client
@@ -67,7 +89,41 @@ class BatchParameters(Technique):
                     set_server={"max_running_requests": doubled}, client_concurrency=doubled))
             out.append(ConfigDelta(technique=self.name, summary=f"client concurrency {doubled}",
                                    client_concurrency=doubled))
-        return out
+        tried = {(tuple(sorted(d.set_server.items())), d.client_concurrency) for d in tried_deltas(ctx, self.name)}
+        return [d for d in out if (tuple(sorted(d.set_server.items())), d.client_concurrency) not in tried]
+
+
+def _failed_bundle(ctx: TuningContext, server: ServerConfig) -> ConfigDelta | None:
+    """The bundle this job ran and rolled back (its settings are not all in effect), or None."""
+    for delta in tried_deltas(ctx, BatchParameters.name):
+        if set(BUNDLE) <= set(delta.set_server) and not server_has(server, delta.set_server):
+            return delta
+    return None
+
+
+def _remaining_singles(ctx: TuningContext, bundle: ConfigDelta) -> list[ConfigDelta]:
+    """The failed bundle's single-knob steps not yet run in this job."""
+    tried = [d.set_server for d in tried_deltas(ctx, BatchParameters.name)]
+    return [d for d in _single_steps(BatchParameters.name, bundle, main_server(ctx.scenario))
+            if d.set_server not in tried]
+
+
+def _single_steps(technique: str, bundle: ConfigDelta, server: ServerConfig) -> list[ConfigDelta]:
+    """The bundle's knobs one per step, those not yet in effect, the running cap (with the client load that
+    fills it: case 3 round 4) first."""
+    steps = []
+    for knob in BUNDLE:
+        value = bundle.set_server[knob]
+        if server_has(server, {knob: value}):
+            continue
+        changes: dict[str, FlagValue | None] = {knob: value}
+        flag = knob.replace("_", "-")
+        if knob == "max_running_requests":
+            steps.append(ConfigDelta(technique=technique, summary=f"{flag} {value} with client concurrency {value}",
+                                     set_server=changes, client_concurrency=bundle.client_concurrency))
+        else:
+            steps.append(ConfigDelta(technique=technique, summary=f"{flag} {value} alone", set_server=changes))
+    return steps
 
 
 def _pool_has_room(ctx: TuningContext, running_cap: int) -> bool:

@@ -23,6 +23,12 @@ done
 """
 
 
+# Casebook case 4, backend table: the backends that support dynamic schemas. outlines' support is
+# "Limited": it precomputes the whole FSM, 40 s to 10 min for a complex schema, and cannot express recursion.
+DYNAMIC_CAPABLE = ("xgrammar", "llguidance")
+KNOWN_BACKENDS = ("xgrammar", "llguidance", "outlines")
+
+
 def backend_for(ctx: TuningContext) -> str:
     """xgrammar for a finite set of schemas; llguidance when schemas are generated per request.
 
@@ -30,6 +36,25 @@ def backend_for(ctx: TuningContext) -> str:
     compiles almost instantly, which matters when every request may bring a new schema.
     """
     return "llguidance" if ctx.scenario.workload.structured_output.dynamic_schemas else "xgrammar"
+
+
+def unsuitable_backend(ctx: TuningContext) -> str | None:
+    """Why the backend the server runs now is ruled out for this workload by the casebook's table, or None.
+
+    No backend set means SGLang's default, xgrammar, which the table accepts for static and dynamic schemas.
+    """
+    out = ctx.scenario.workload.structured_output
+    backend = main_server(ctx.scenario).grammar_backend
+    if backend is None or out.mode != "json_schema":
+        return None
+    if backend == "none":
+        return "the server runs with --grammar-backend none, so nothing constrains the JSON the schemas ask for"
+    if backend not in KNOWN_BACKENDS:
+        return f"{backend!r} is none of the backends the casebook compares ({', '.join(KNOWN_BACKENDS)})"
+    if out.dynamic_schemas and backend not in DYNAMIC_CAPABLE:
+        return (f"{backend} compiles each new schema for 40 s to 10 min and cannot handle recursion, and schemas "
+                "here are generated per request: only xgrammar or llguidance suit dynamic schemas (case 4 table)")
+    return None
 
 
 class Grammar(Technique):
@@ -48,8 +73,12 @@ class Grammar(Technique):
         if out.mode == "prompt_only" or backend is None:
             return Applicability(True, "JSON asked for in the prompt fails a few % of requests however the prompt "
                                        "is refined; a grammar backend makes invalid tokens impossible (case 4).")
+        unsuitable = unsuitable_backend(ctx)
+        if unsuitable is not None:
+            return Applicability(True, f"Replace the grammar backend: {unsuitable}; {backend_for(ctx)} instead.")
         if out.dynamic_schemas:
-            return Applicability(False, "Schemas are generated per request, so there is no finite set to warm.")
+            return Applicability(False, f"{backend} suits dynamic schemas, and schemas generated per request leave "
+                                        "no finite set to warm (casebook case 4).")
         if not out.cache_warmed:
             return Applicability(True, f"{out.schemas or 'A finite set of'} schemas compile on first use and "
                                        "drive p99 TTFT up; compile them at startup instead (case 4 round 2).")
@@ -65,6 +94,10 @@ class Grammar(Technique):
             return [ConfigDelta(technique=self.name, summary=f"grammar backend {chosen} with json_schema",
                                 set_server={"grammar_backend": chosen},
                                 workload=msgspec.structs.replace(workload, structured_output=schema_mode))]
+        if unsuitable_backend(ctx) is not None:
+            chosen = backend_for(ctx)
+            return [ConfigDelta(technique=self.name, summary=f"grammar backend {backend} -> {chosen}",
+                                set_server={"grammar_backend": chosen})]
         if out.dynamic_schemas or out.cache_warmed:
             return []
         warmed = msgspec.structs.replace(out, cache_warmed=True)

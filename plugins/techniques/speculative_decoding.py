@@ -6,8 +6,8 @@ from typing import ClassVar
 
 from plugins.techniques._rules import (
     SPECULATIVE_BREAK_EVEN,
-    concurrency_per_instance,
     main_server,
+    measured_concurrency_per_instance,
     threshold_batch_size,
 )
 from service import Applicability, ConfigDelta, Technique, TuningContext
@@ -16,11 +16,30 @@ OFF = {"speculative_algorithm": None, "speculative_draft_model_path": None, "spe
        "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}
 # Casebook case 2: input >> output (68:1) leaves speculative decoding minimal benefit.
 INPUT_DOMINANT = 20.0
+# Casebook "Concurrency vs. Threshold Batch Size": concurrency near the threshold batch (case 3: 256 of 295,
+# 0.87) is the transition zone where speculative decoding is detrimental. Within 30% of it counts as near.
+TRANSITION_ZONE = 0.7
 
 
 def break_even_concurrency(ctx: TuningContext) -> float:
     """Concurrency per instance where speculation stops paying (casebook case 1: 128 of a 206 threshold)."""
     return SPECULATIVE_BREAK_EVEN * threshold_batch_size(ctx.scenario)
+
+
+def zone(c: float, threshold: float, even: float) -> str | None:
+    """Why concurrency `c` per instance is too high for speculation, or None while it can pay.
+
+    Casebook case 1's break-even table (reversal at 128 of 206) and the five-case comparison
+    ("Concurrency ~ Threshold Batch (case 3: 256 vs 295): transition zone, speculative decoding detrimental").
+    """
+    if c >= threshold:
+        return "at or above the threshold batch: decode is compute-bound and the draft takes compute from real work"
+    if c >= TRANSITION_ZONE * threshold:
+        return ("within 30% of the threshold batch, the casebook's transition zone where speculative decoding "
+                "is detrimental (case 3)")
+    if c >= even:
+        return "past the break-even the casebook measured (case 1: 0.97x at concurrency 128 of 206)"
+    return None
 
 
 class SpeculativeDecoding(Technique):
@@ -32,16 +51,22 @@ class SpeculativeDecoding(Technique):
                                   "draft steals compute and it is removed (case 3: +20% without it).")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
+        """Judged on the concurrency each instance measured in the last accepted round (the client's when
+        nothing was measured yet), whether speculation is on already or not."""
         on = main_server(ctx.scenario).speculative_algorithm is not None
-        c = concurrency_per_instance(ctx.scenario)
+        c, source = measured_concurrency_per_instance(ctx)
         threshold = threshold_batch_size(ctx.scenario)
         even = break_even_concurrency(ctx)
-        figures = f"concurrency {c:.0f} per instance, threshold batch {threshold:.0f}, break-even about {even:.0f}"
+        figures = (f"{source} concurrency {c:.0f} per instance, threshold batch {threshold:.0f}, "
+                   f"break-even about {even:.0f}")
+        too_high = zone(c, threshold, even)
         if on:
-            if c >= even:
-                return Applicability(True, f"Speculation is on near the threshold batch ({figures}): the draft "
-                                           "takes compute from real work, so remove it (casebook case 3).")
+            if too_high:
+                return Applicability(True, f"Speculation is on {too_high} ({figures}): remove it (casebook case 3 "
+                                           "round 2: +20% without it).")
             return Applicability(False, f"Speculation is on and still pays ({figures}).")
+        if too_high:
+            return Applicability(False, f"Not added: concurrency is {too_high} ({figures}).")
         workload = ctx.scenario.workload
         if workload.input.median >= INPUT_DOMINANT * max(1, workload.output.median):
             return Applicability(False, "Input dominates output, so a decode-side speed-up has minimal benefit "
@@ -55,7 +80,10 @@ class SpeculativeDecoding(Technique):
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         even = break_even_concurrency(ctx)
         if main_server(ctx.scenario).speculative_algorithm is not None:
-            return [ConfigDelta(technique=self.name, summary="remove speculative decoding", set_server=dict(OFF))]
+            c, source = measured_concurrency_per_instance(ctx)
+            return [ConfigDelta(technique=self.name, set_server=dict(OFF),
+                                summary=f"remove speculative decoding ({source} concurrency {c:.0f} per instance, "
+                                        f"threshold batch {threshold_batch_size(ctx.scenario)})")]
         return [ConfigDelta(
             technique=self.name,
             summary=f"EAGLE3 steps 5 / topk 8 / draft 6 (break-even near concurrency {even:.0f})",

@@ -27,6 +27,9 @@ class ConfigDelta(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     # Files a person runs besides the launch (warm-up scripts, prompt templates): name -> content.
     artifacts: dict[str, str] = msgspec.field(default_factory=dict)
+    # Set when the change may cost output quality and no passing quality result covers it: the sentence
+    # says what to check. Such a change is to be adopted only after a quality check (casebook case 1, FP8).
+    quality_check: str | None = None
 
 
 class Verdict(StrEnum):
