@@ -47,7 +47,8 @@ def job_from_row(row: Row[Any]) -> JobRecord:
         state=JobState(m["state"]), request=loads(m["request"]), idempotency_key=m["idempotency_key"],
         schedule_id=m["schedule_id"], created_by=m["created_by"], created_at=m["created_at"],
         started_at=m["started_at"], finished_at=m["finished_at"], stop_reason=m["stop_reason"],
-        report=loads(m["report"]), cancel_requested=bool(m["cancel_requested"]), attempt=m["attempt"],
+        report=loads(m["report"]) if "report" in m else None, cancel_requested=bool(m["cancel_requested"]),
+        attempt=m["attempt"],
         lease_owner=m["lease_owner"], lease_expires_at=m["lease_expires_at"],
     )
 

@@ -15,6 +15,7 @@ from service.store.core import StoreCore
 from service.store.records import JobPage, JobRecord, LeaseLostError, NewJob, StoreError
 
 _CLAIM_CANDIDATES = 20
+_LISTED = [column for column in t.jobs.c if column.name != "report"]
 
 
 class IdempotencyConflictError(StoreError):
@@ -64,12 +65,15 @@ class JobQueries(StoreCore):
     async def list_jobs(self, *, state: JobState | None = None, playbook: str | None = None,
                         runner: str | None = None, schedule_id: str | None = None, limit: int = 50,
                         cursor: str | None = None) -> JobPage:
-        """Jobs newest first, filtered; pass `next_cursor` back to get the following page.
+        """Jobs newest first, filtered, without their reports (`report` is None); pass `next_cursor` back to get
+        the following page.
 
         Raises:
             BadCursorError: the cursor was not issued by this service.
         """
-        query = select(t.jobs).order_by(t.jobs.c.created_at.desc(), t.jobs.c.id.desc()).limit(limit + 1)
+        # Without the report: a listing never shows it, and decoding a page of reports (some 50 KB each)
+        # cost 60 ms of CPU a page (BENCHMARKS.md, "HTTP service: listing jobs"). `get_job` reads it.
+        query = select(*_LISTED).order_by(t.jobs.c.created_at.desc(), t.jobs.c.id.desc()).limit(limit + 1)
         for column, value in ((t.jobs.c.state, state), (t.jobs.c.playbook, playbook),
                               (t.jobs.c.runner, runner), (t.jobs.c.schedule_id, schedule_id)):
             if value is not None:
@@ -83,7 +87,7 @@ class JobQueries(StoreCore):
             more = len(items) > limit
             items = items[:limit]
             next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more and items else None
-            return JobPage(items=items, next_cursor=next_cursor)
+            return JobPage(items=items, next_cursor=next_cursor, queue_positions=await _queue_positions(conn, items))
         return await self._read(work)
 
     async def claim_job(self, owner: str, lease_seconds: float) -> JobRecord | None:
@@ -253,6 +257,19 @@ class JobQueries(StoreCore):
 
     async def _job(self, conn: AsyncConnection, job_id: str) -> JobRecord:
         return job_from_row((await conn.execute(select(t.jobs).where(t.jobs.c.id == job_id))).one())
+
+
+async def _queue_positions(conn: AsyncConnection, jobs: list[JobRecord]) -> dict[str, int]:
+    """Queue positions of the queued `jobs`, in one query (one read per job made listings slow)."""
+    queued = [job.id for job in jobs if job.state == JobState.QUEUED]
+    if not queued:
+        return {}
+    # PARTITION BY groups NULL resources together, as `queue_position` counts them.
+    ranked = select(t.jobs.c.id, func.row_number().over(
+        partition_by=t.jobs.c.resource, order_by=(t.jobs.c.created_at, t.jobs.c.id)).label("position")) \
+        .where(t.jobs.c.state == JobState.QUEUED.value).subquery()
+    rows = await conn.execute(select(ranked.c.id, ranked.c.position).where(ranked.c.id.in_(queued)))
+    return {job_id: int(position) for job_id, position in rows.all()}
 
 
 __all__ = ["IdempotencyConflictError", "JobQueries"]

@@ -60,10 +60,15 @@ class JobRecord(msgspec.Struct, kw_only=True):
 
 
 class JobPage(msgspec.Struct, kw_only=True):
-    """One page of jobs, newest first; `next_cursor` is None on the last page."""
+    """One page of jobs, newest first; `next_cursor` is None on the last page.
+
+    `queue_positions` holds the 1-based place of each queued job of the page among the queued jobs waiting
+    for the same runner resource (as `queue_position` answers), read in the same query as the page.
+    """
 
     items: list[JobRecord]
     next_cursor: str | None
+    queue_positions: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class EventRecord(msgspec.Struct, kw_only=True):

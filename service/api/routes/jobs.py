@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get, post
@@ -11,11 +12,12 @@ from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParam
 from service.api.auth import SECURITY, key_id_of
 from service.api.job_views import read_view
 from service.api.problems import Problem, not_found, problem_responses
-from service.api.report import build_report, render_html, render_markdown
 from service.api.routes.deps import Runtime
-from service.api.wire import JobCreate, JobList, JobView, RoundView, round_view
+from service.api.wire import JobCreate, JobList, JobView, RoundView, job_view, round_view
 from service.domain import JobState
+from service.engine import TuningReport, load_report, progress_report, render_html, render_markdown
 from service.store import JobRecord
+from service.workers.executor import to_domain_job
 from service.workers.requests import JobRequestError, new_job
 
 _READ, _WRITE = {"scope": "read"}, {"scope": "write"}
@@ -72,7 +74,9 @@ async def list_jobs(
     """Jobs newest first, filtered by state, playbook, runner or schedule."""
     page = await runtime.store.list_jobs(state=job_state, playbook=playbook, runner=runner, schedule_id=schedule_id,
                                          limit=limit, cursor=cursor)
-    return JobList(items=[await read_view(runtime.store, job) for job in page.items], next_cursor=page.next_cursor)
+    # One read for the page and its queue positions: a read per job made a page of queued jobs slow.
+    return JobList(items=[job_view(job, page.queue_positions.get(job.id)) for job in page.items],
+                   next_cursor=page.next_cursor)
 
 
 @get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY,
@@ -156,15 +160,33 @@ async def get_report(
     format: Annotated[str | None, QueryParameter(  # noqa: A002 - the query parameter is called `format`
         pattern="^(json|markdown|html)$", description="json, markdown or html; else the Accept header decides.")] = None,
 ) -> Response[Any]:
-    """The job's report: a cumulative table of rounds and decisions (JSON, Markdown, or HTML with charts)."""
+    """The job's report: headline, the cumulative table of rounds and decisions, SLO assessment, final launch
+    commands (JSON, Markdown, or HTML with charts). A job still running shows its rounds so far."""
     job = await _job_or_404(runtime, job_id)
-    report = build_report(job, await runtime.store.list_rounds(job_id))
+    report = await job_report(runtime, job)
     wanted = format or _format_from_accept(request.headers.get("accept", ""))
     if wanted == "markdown":
         return Response(render_markdown(report), media_type="text/markdown; charset=utf-8")
     if wanted == "html":
         return Response(render_html(report), media_type="text/html; charset=utf-8")
     return Response(report)
+
+
+async def job_report(runtime: Runtime, job: JobRecord) -> TuningReport:
+    """The report the engine stored when the job ended, else one built from its committed rounds."""
+    stored = load_report(job.report) if job.state.is_terminal() else None
+    if stored is not None:
+        stored.job.created_at = _when(job.created_at)
+        stored.job.finished_at = _when(job.finished_at)
+        return stored
+    domain = to_domain_job(job, [])
+    domain.state, domain.stop_reason = job.state, job.stop_reason
+    domain.finished_at = _when(job.finished_at)
+    return progress_report(domain, await runtime.store.list_rounds(job.id))
+
+
+def _when(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
 
 
 def _format_from_accept(accept: str) -> str:
