@@ -69,7 +69,10 @@ def _running(processes: list[dict[str, Any]]) -> list[int]:
 
 def _kill_recorded(processes: list[dict[str, Any]]) -> None:
     for process in processes:
-        if process["pid"] and alive(process["pid"], process["start_time"]):
+        leader = start_time(process["pid"]) if process["pid"] else None
+        if leader is not None and leader != process["start_time"]:
+            continue  # the PID names another process now: its group is not the round's
+        if leader is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process["pgid"], signal.SIGKILL)
         for pid in group_members(process["pgid"], since=process["start_time"]) if process["pid"] else []:

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +53,12 @@ def state_dir(settings: RunnerSettings) -> Path:
     """The registry's directory: `state_dir` from the settings, else the user's state directory."""
     if settings.state_dir:
         return Path(settings.state_dir)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    base = os.environ.get("XDG_STATE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".local" / "state")
+        except RuntimeError:  # no home directory (a bare service account): the records still need a place
+            base = str(Path(tempfile.gettempdir()) / f"sglang-tuner-{os.getuid()}")
     return Path(base) / "sglang-tuner" / "processes"
 
 
@@ -120,13 +126,19 @@ def _owner_alive(record: RoundRecord) -> bool:
 
 
 def _survivors(process: ProcessRecord) -> list[int]:
-    """Members of the recorded process's group still running: the leader if it is still that process, and
-    any process of its group that started no earlier than the leader (a PID reused since is older or elsewhere).
+    """What still runs of the recorded process's group.
+
+    While the leader is the recorded process, the group is its group. Once the leader is gone, members may
+    remain (their group id is the leader's PID, and the kernel hands out no PID still in use as a group id);
+    once that PID names another process, the old group had emptied first, so nothing of it is left.
     """
     if not process.pid:
         return []
+    leader = start_time(process.pid)
+    if leader is not None and leader != process.start_time:
+        return []  # the PID was reused
     members = set(group_members(process.pgid, since=process.start_time))
-    if alive(process.pid, process.start_time):
+    if leader is not None:
         members.add(process.pid)
     return sorted(members)
 
