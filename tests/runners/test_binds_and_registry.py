@@ -25,7 +25,7 @@ from plugins.runners.local.launch import plan_launch
 from plugins.runners.local.lifetime import alive, start_time
 from plugins.runners.local.registry import Owner
 from service.components import RoundContext
-from service.domain import RoundResult, RoundStatus, Scenario
+from service.domain import RoundResult, RoundStatus, Scenario, WorkerGroup
 from service.scenario import load_scenario
 from service.settings import load_runner_settings
 
@@ -156,3 +156,21 @@ def test_a_live_owners_round_is_left_alone(tmp_path: Path) -> None:
     finally:
         served.send_signal(signal.SIGKILL)
         served.wait(timeout=5)
+
+
+def test_a_held_pd_bootstrap_port_is_port_in_use_too(launcher: RecordingLauncher, tmp_path: Path) -> None:
+    base = _with_router("127.0.0.1")
+    server = base.deployment.groups[0].server
+    with _listener() as bootstrap, _listener() as prefill_http, _listener() as decode_http:
+        pass  # three ports just freed; only the bootstrap port is held again below
+    groups = [WorkerGroup(name="prefill", role="prefill", base_port=prefill_http, bootstrap_port=bootstrap,
+                          server=server),
+              WorkerGroup(name="decode", role="decode", base_port=decode_http, server=server)]
+    scenario = msgspec.structs.replace(base, deployment=msgspec.structs.replace(base.deployment, groups=groups))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", bootstrap))
+        held.listen()
+        result = _run(scenario, launcher, tmp_path, remap_ports=False)
+    assert result.error is not None and result.error.startswith(
+        f"port_in_use: already in use before launch: 127.0.0.1:{bootstrap} (held by pid {os.getpid()}: "), result.error
+    assert launcher.processes == []

@@ -7,10 +7,12 @@ mapping is kept for the runner's lifetime, so the same deployment always gets th
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 
 import msgspec
 
 from plugins.runners.local.binds import PROMETHEUS_HOST, metrics_host
+from plugins.runners.local.launch import LaunchSpec
 from plugins.runners.local.lifetime import command_line, listening_inodes, socket_owners
 from plugins.runners.local.readiness import port_free
 from service import Scenario
@@ -75,7 +77,21 @@ class PortMap:
             deployment, groups=groups, router=router))
 
 
+BOOTSTRAP_FLAG = "--disaggregation-bootstrap-port"
 ROUTER_METRICS_PORT = 29000  # sglang-router's Prometheus port when the scenario names none
+
+
+def worker_listeners(specs: Sequence[LaunchSpec]) -> list[tuple[str, int]]:
+    """The workers' HTTP listeners (rank 0 of each server) and the PD prefill servers' bootstrap ports."""
+    wanted = []
+    for spec in specs:
+        if spec.kind != "worker":
+            continue
+        if spec.url:
+            wanted.append((spec.host, spec.port))
+        if BOOTSTRAP_FLAG in spec.argv[:-1]:
+            wanted.append((spec.host, int(spec.argv[spec.argv.index(BOOTSTRAP_FLAG) + 1])))
+    return wanted
 
 
 def listeners(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -21,7 +21,7 @@ from plugins.runners.local.binds import bind_warnings
 from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited
 from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch, process_env
 from plugins.runners.local.lifetime import group_members
-from plugins.runners.local.ports import busy_ports
+from plugins.runners.local.ports import busy_ports, worker_listeners
 from plugins.runners.local.processes import Launcher, ServerProcess, stop_all
 from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, wait_router
 from plugins.runners.local.registry import RoundRegistry, end_orphans, state_dir
@@ -110,8 +110,7 @@ class LocalRound:
             self._end_orphans()
             self.notes.extend(bind_warnings(self.scenario, self.settings))
             _, specs = plan_launch(self.scenario, self.settings, cost_model=self.cost_model)
-            ports = [(s.host, s.port) for s in specs if s.kind == "worker" and s.url]
-            if busy := busy_ports(self.scenario, ports):
+            if busy := busy_ports(self.scenario, worker_listeners(specs)):
                 raise RoundFailure("port_in_use", "start", f"already in use before launch: {', '.join(busy)}; "
                                                            "stop what holds it, or set remap_ports = true")
             async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
