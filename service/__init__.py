@@ -37,6 +37,7 @@ from service.loadgen import (
 )
 from service.logs import get_logger
 from service.playbooks import load_playbook, load_playbook_dir
+from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
@@ -78,6 +79,8 @@ __all__ = [
     "sglang_available",
     "write_bench_traces",
     "validate_argv",
+    "check_candidate",
+    "check_scenario",
     "shipped_models",
     "load_playbook",
     "load_playbook_dir",

@@ -14,6 +14,7 @@ import msgspec
 
 from service.domain import Scenario
 from service.scenario import InputFileError, load_scenario
+from service.scenario_check import check_scenario
 from service.sglang import (
     ROUTER,
     SGLANG,
@@ -28,7 +29,6 @@ from service.sglang import (
     render_scenario,
     replacement_status,
     router_catalogue,
-    validate_scenario,
     versions_with,
 )
 
@@ -90,10 +90,11 @@ def render_command(scenario_path: Path, version: str | None, as_json: bool, allo
 @click.option("--json", "as_json", is_flag=True, help="Print {valid, sglang_version, issues} as JSON.")
 @click.option("--allow", "allow", multiple=True, metavar="FLAG", help=_ALLOW_HELP)
 def validate_command(scenario_path: Path, version: str | None, as_json: bool, allow: tuple[str, ...]) -> None:
-    """Check SCENARIO.toml's flags and deployment for one SGLang version; exit 1 when invalid."""
+    """Check SCENARIO.toml (names, value ranges, flags and deployment for one SGLang version); exit 1 when invalid."""
     scenario = _scenario(scenario_path)
     target = version or scenario.sglang_version
-    issues = validate_scenario(scenario, sglang_version=target, allow=allow)
+    # The check every door runs before a round: names and value ranges as well as SGLang's flags.
+    issues = check_scenario(scenario, sglang_version=target, allow=allow)
     valid = not errors(issues)
     if as_json:
         click.echo(msgspec.json.encode({"valid": valid, "sglang_version": target, "issues": issues}).decode())

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from service.cli.checks import refuse_invalid
 from service.components import Playbook
 from service.engine import JobEvent, report_json, report_markdown, run_playbook
 from service.playbooks import InputFileError, check_playbook, load_playbook, playbook_scenario
@@ -42,6 +43,7 @@ def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | Non
         scenario = playbook_scenario(playbook, scenario_path)
     except InputFileError as exc:
         raise click.ClickException(str(exc)) from exc
+    refuse_invalid(scenario, scenario_path or playbook.scenario)  # before any round: exit 2 naming the field
     try:
         outcome = asyncio.run(run_playbook(host, playbook, scenario, runner=runner, policy=policy, seed=seed,
                                            repeats=repeats, callback=_progress_printer()))

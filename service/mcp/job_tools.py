@@ -92,6 +92,9 @@ def _problem(response: httpx.Response) -> str:
     detail = problem.get("detail") or problem.get("title") or response.reason_phrase
     hint = problem.get("hint") or ("set SGLANG_TUNER_TOKEN to a write-scoped key" if response.status_code in (401, 403)
                                    else "")
+    if response.status_code == 422 and problem.get("field"):
+        # A refused job request (a scenario that fails the door check): name the tool argument at fault.
+        return f"invalid argument `{problem['field']}`: {detail}" + (f". Fix: {hint}." if hint else ".")
     field = f" (field `{problem['field']}`)" if problem.get("field") else ""
     return f"the service answered {response.status_code}{field}: {detail}" + (f". Fix: {hint}." if hint else "")
 

@@ -29,7 +29,8 @@ from service.mcp.playbook_choice import choose_playbook
 from service.mcp.tools import ToolInputError, ToolResult, bounded
 from service.profile import ProfileError, TokenizerNotFound, profile_log
 from service.scenario import InputFileError, load_scenario, parse_scenario, scenario_from_data
-from service.sglang import RenderRefused, UnknownVersionError, errors, render_scenario, validate_scenario
+from service.scenario_check import check_scenario
+from service.sglang import RenderRefused, UnknownVersionError, errors, render_scenario
 
 
 async def profile_workload(args: ProfileWorkloadInput) -> ToolResult:
@@ -160,10 +161,9 @@ async def render_launch_commands(args: ScenarioInput) -> ToolResult:
 async def validate_config(args: ScenarioInput) -> ToolResult:
     """Every problem of a scenario's deployment for its SGLang version, with the fix."""
     scenario = scenario_from_input(args)
-    try:
-        issues = validate_scenario(scenario, sglang_version=args.sglang_version)
-    except UnknownVersionError as exc:
-        raise ToolInputError(f"invalid argument `sglang_version`: {exc}") from exc
+    # The check every door runs before a round (names, value ranges, flags, topology); an unknown version
+    # is one of its issues.
+    issues = check_scenario(scenario, sglang_version=args.sglang_version)
     blocking = errors(issues)
     summary = ("Valid: no blocking problem." if not blocking else f"{len(blocking)} blocking problem(s).")
     summary += "".join(f"\n- {i.field}: {i.message} ({i.hint})" for i in issues[:20])

@@ -9,7 +9,9 @@ import msgspec
 from service.domain import Scenario
 from service.engine import DEFAULT_RUNNER
 from service.plugin_host import PluginHost
-from service.scenario import InputFileError, require_inline_trace
+from service.scenario import InputFileError, load_scenario, require_inline_trace
+from service.scenario_check import ScenarioRefused, require_valid_scenario
+from service.sglang import errors
 from service.store import NewJob
 
 
@@ -47,7 +49,8 @@ def check_job_request(request: JobRequest, plugins: PluginHost) -> str | None:
     """Validate a request against the loaded plugins; returns the runner resource the job will hold.
 
     Raises:
-        JobRequestError: unknown playbook or runner, or a scenario that does not decode.
+        JobRequestError: unknown playbook or runner, or a scenario that does not decode or does not pass
+            `service.scenario_check` (the field is the first error's, under `scenario.`).
     """
     runner_name = runner_of(request, plugins)
     for kind, name, field in (("playbook", request.playbook, "playbook"), ("runner", runner_name, "runner")):
@@ -56,21 +59,55 @@ def check_job_request(request: JobRequest, plugins: PluginHost) -> str | None:
         except KeyError as exc:
             raise JobRequestError(field, str(exc.args[0]), f"GET /v1/{kind}s lists the {kind}s this service has") from exc
     if request.scenario is not None:
-        try:
-            scenario = msgspec.convert(request.scenario, Scenario)
-        except msgspec.ValidationError as exc:
-            message, _, path = str(exc).partition(" - at `$")
-            field = "scenario" + ("." + path.rstrip("`").lstrip(".") if path else "")
-            raise JobRequestError(field, message, "the scenario format is the one `sglang-tuner simulate` reads") from exc
-        try:
-            require_inline_trace(scenario)
-        except InputFileError as exc:
-            raise JobRequestError(f"scenario.{exc.field}", exc.message, exc.hint or "") from exc
+        _check_scenario(_decode_scenario(request.scenario), "scenario")
+    else:
+        _check_playbook_scenario(plugins.components("playbook").get(request.playbook))
     if request.resource is not None:
         return request.resource
     runner = plugins.get("runner", runner_name)
     capabilities = getattr(runner, "capabilities", None)
     return f"runner:{runner_name}" if capabilities is not None and capabilities.needs_gpu else None
+
+
+def _decode_scenario(data: dict[str, Any]) -> Scenario:
+    try:
+        scenario = msgspec.convert(data, Scenario)
+    except msgspec.ValidationError as exc:
+        message, _, path = str(exc).partition(" - at `$")
+        field = "scenario" + ("." + path.rstrip("`").lstrip(".") if path else "")
+        raise JobRequestError(field, message, "the scenario format is the one `sglang-tuner round` reads") from exc
+    try:
+        return require_inline_trace(scenario)
+    except InputFileError as exc:
+        raise JobRequestError(f"scenario.{exc.field}", exc.message, exc.hint or "") from exc
+
+
+def _check_scenario(scenario: Scenario, field: str) -> None:
+    """The door check of every job: a scenario with any error never reaches a worker (nothing is launched)."""
+    try:
+        require_valid_scenario(scenario)
+    except ScenarioRefused as exc:
+        first, others = exc.first, errors(exc.issues)[1:]
+        also = f" (and {len(others)} more: " + ", ".join(f"{field}.{i.field}" for i in others[:3]) + ")" if others else ""
+        raise JobRequestError(f"{field}.{first.field}", first.message + also,
+                              first.hint or "`sglang-tuner validate` lists every problem of a scenario") from exc
+
+
+def _check_playbook_scenario(playbook: object) -> None:
+    """A request without a scenario tunes its playbook's own scenario file, which must pass the same check."""
+    path = getattr(playbook, "scenario", None)
+    if not path:
+        return
+    try:
+        scenario = load_scenario(path)
+    except (InputFileError, OSError) as exc:
+        raise JobRequestError("playbook", f"the playbook's scenario {path} cannot be read: {exc}",
+                              "send a scenario in the request, or fix the playbook's scenario file") from exc
+    try:
+        require_valid_scenario(scenario)
+    except ScenarioRefused as exc:
+        raise JobRequestError("playbook", f"the playbook's scenario {path} is refused: {exc}",
+                              "send a valid scenario in the request, or fix the playbook's scenario file") from exc
 
 
 def new_job(request: JobRequest, plugins: PluginHost, *, created_by: str | None = None,

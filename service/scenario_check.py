@@ -1,0 +1,208 @@
+"""The one check of a whole scenario, run at every door before any round and on every candidate deployment.
+
+`check_scenario` gathers, as `ValidationIssue`s (field, message, fix):
+
+- names and paths: the model is a shipped model or a folder with a config.json, spelled without shell
+  syntax or `..`; the GPU is in the catalogue (both name the nearest known one); group names, hosts and
+  model paths are plain words, since they end up in argv items and log file names;
+- value ranges (`service.scenario_ranges`): counts, rates, fractions and sizes;
+- SGLang (`service.sglang.validate_scenario`): every flag for the scenario's version (unknown, removed with
+  its replacement, abbreviated, dangerous, wrong type), and the topology against the hardware.
+
+The CLI (`tune`, `round`, `validate`), `POST /v1/jobs`, schedules and the MCP tools refuse a scenario with
+any error; `check_candidate` is the same check for a deployment a technique proposes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection
+from pathlib import Path
+
+import msgspec
+
+from service.domain import Scenario, resolve_model
+from service.domain.hardware import GPU_ALIASES, GPU_CATALOGUE
+from service.domain.model import shipped_models
+from service.scenario_ranges import check_ranges
+from service.settings import load_runner_settings
+from service.sglang.safety import looks_like_flag, unsafe_character
+from service.sglang.topology import group_field
+from service.sglang.validate import validate_scenario
+from service.sglang.values import ValidationIssue, errors
+
+__all__ = ["ScenarioRefused", "check_candidate", "check_scenario", "refusal_line", "require_valid_scenario"]
+
+# Group names become process and log file names (`<group>-<replica>.log`).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]+")
+
+
+class ScenarioRefused(ValueError):
+    """A scenario with at least one error; `issues` holds every problem found (errors first)."""
+
+    def __init__(self, issues: list[ValidationIssue]) -> None:
+        self.issues = sorted(issues, key=lambda issue: issue.severity != "error")
+        super().__init__(refusal_line(self.issues))
+
+    @property
+    def first(self) -> ValidationIssue:
+        """The first error: the field a one-line refusal names."""
+        return errors(self.issues)[0]
+
+
+def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
+                   allow: Collection[str] | None = None) -> list[ValidationIssue]:
+    """Every problem of `scenario` (errors and warnings), names and ranges first, then SGLang's flags.
+
+    Args:
+        scenario: The scenario to check.
+        sglang_version: Check the flags for this version instead of the scenario's own.
+        allow: Dangerous flags (or "--flag=value" pairs) enabled; None reads the operator's runner
+            settings (`allow_flags`), which are what the runners launch with.
+    """
+    issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
+    return issues + validate_scenario(scenario, sglang_version=sglang_version, allow=_allowed(allow))
+
+
+def check_candidate(candidate: Scenario, *, allow: Collection[str] | None = None) -> list[ValidationIssue]:
+    """The errors that keep a proposed candidate deployment from launching (warnings left out).
+
+    The same check as at the doors, for the scenario a technique's delta produced; an empty list means the
+    candidate may be measured.
+    """
+    return errors(check_scenario(candidate, allow=allow))
+
+
+def require_valid_scenario(scenario: Scenario, *, sglang_version: str | None = None,
+                           allow: Collection[str] | None = None) -> list[ValidationIssue]:
+    """The scenario's warnings when it has no error.
+
+    Raises:
+        ScenarioRefused: at least one error; its message is the one-line refusal.
+    """
+    issues = check_scenario(scenario, sglang_version=sglang_version, allow=allow)
+    if errors(issues):
+        raise ScenarioRefused(issues)
+    return issues
+
+
+def refusal_line(issues: Collection[ValidationIssue], *, prefix: str = "") -> str:
+    """One line: the first error's field, what is wrong and the fix, then how many more there are."""
+    blocking = errors(issues)
+    if not blocking:
+        return ""
+    first, others = blocking[0], blocking[1:]
+    line = f"{prefix}{first.field}: {first.message}" + (f"; fix: {first.hint}" if first.hint else "")
+    if not others:
+        return line
+    fields = ", ".join(f"{prefix}{issue.field}" for issue in others[:3]) + (", ..." if len(others) > 3 else "")
+    return f"{line} (and {len(others)} more problem{'s' if len(others) > 1 else ''}: {fields})"
+
+
+def _allowed(allow: Collection[str] | None) -> Collection[str]:
+    if allow is not None:
+        return allow
+    try:
+        return load_runner_settings().allow_flags
+    except (OSError, ValueError, msgspec.MsgspecError):
+        # Unreadable settings allow nothing; the runner reports the settings error itself when it starts.
+        return ()
+
+
+def check_names(scenario: Scenario) -> list[ValidationIssue]:
+    """The model and GPU are known; names, hosts and paths carry no shell syntax and no `..`."""
+    issues = check_model(scenario.model) + check_gpu(scenario.hardware.gpu)
+    for index, group in enumerate(scenario.deployment.groups):
+        if not _PLAIN_NAME.fullmatch(group.name) or ".." in group.name:
+            issues.append(ValidationIssue(field=group_field(index, "name"),
+                                          message=f"group name {group.name!r} is not a plain name",
+                                          hint="use letters, digits, '-', '_' or '.' (it names processes and log "
+                                               "files), e.g. \"worker\""))
+        for name, value in (("server.model-path", group.server.model_path),
+                            ("server.speculative-draft-model-path", group.server.speculative_draft_model_path)):
+            if value and _climbs(value):
+                issues.append(_climbing(group_field(index, name), value))
+    issues += _hosts(scenario)
+    return issues
+
+
+def check_model(model: str) -> list[ValidationIssue]:
+    """A shipped Hugging Face id, or a folder holding a config.json, spelled as a plain path."""
+    if not model:
+        return [ValidationIssue(field="model", message="the scenario names no model",
+                                hint=f"set model to a shipped model id such as {next(iter(shipped_models()), '')!r}")]
+    bad = unsafe_character(model)
+    if bad is not None:
+        return [ValidationIssue(field="model", message=f"{model!r} contains {bad}",
+                                hint="a model is a Hugging Face id (org/name) or a folder path; remove the character")]
+    if looks_like_flag(model):
+        return [ValidationIssue(field="model", message=f"model {model!r} starts with '-' and would be read as a flag",
+                                hint="give the Hugging Face id or the folder path itself")]
+    if _climbs(model):
+        return [_climbing("model", model)]
+    try:
+        resolve_model(model)
+    except KeyError:
+        known = list(shipped_models())
+        near = difflib.get_close_matches(model, known, n=1, cutoff=0.5)
+        hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(known)}"
+        return [ValidationIssue(field="model", message=f"unknown model {model!r}: not a shipped model nor a folder "
+                                                       "with a config.json",
+                                hint=f"{hint} Or point model at a folder holding the model's config.json")]
+    except (OSError, ValueError) as exc:
+        return [ValidationIssue(field="model", message=f"model folder {model!r} cannot be read: {exc}",
+                                hint="the folder needs a readable config.json (and optionally model.toml)")]
+    return []
+
+
+def check_gpu(gpu: str) -> list[ValidationIssue]:
+    """A GPU of the catalogue, by name or alias; otherwise the nearest known one."""
+    if gpu in GPU_CATALOGUE or gpu.lower() in GPU_ALIASES:
+        return []
+    names = list(GPU_CATALOGUE)
+    near = difflib.get_close_matches(gpu.upper(), names, n=1, cutoff=0.4)
+    hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(names)}"
+    return [ValidationIssue(field="hardware.gpu", message=f"unknown GPU {gpu!r}", hint=hint)]
+
+
+def check_server_width(scenario: Scenario) -> list[ValidationIssue]:
+    """A single server wider than the whole cluster, named by the parallel size that makes it so."""
+    hardware = scenario.hardware
+    total = hardware.total_gpus
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        server = group.server
+        if total < 1 or server.world_size <= total:
+            continue
+        # DP attention lives inside TP, so only plain DP widens the server (ServerConfig.world_size).
+        sizes = {"tp-size": server.tp_size, "pp-size": server.pp_size,
+                 "dp-size": server.world_size // (server.tp_size * server.pp_size)}
+        widest = max(sizes, key=lambda name: sizes[name])
+        others = server.world_size // sizes[widest]
+        issues.append(ValidationIssue(
+            field=group_field(index, f"server.{widest}"), flag=f"--{widest}",
+            message=f"one server spans {server.world_size} GPUs (tp {sizes['tp-size']} x pp {sizes['pp-size']} x dp "
+                    f"{sizes['dp-size']}); the hardware has {hardware.nodes} node(s) x {hardware.gpus_per_node} GPUs",
+            hint=f"use {widest} {max(1, total // others)} or less, or raise hardware.nodes"))
+    return issues
+
+
+def _climbs(path: str) -> bool:
+    return ".." in Path(path).parts or ".." in path.split("/")
+
+
+def _climbing(field: str, value: str) -> ValidationIssue:
+    return ValidationIssue(field=field, message=f"path {value!r} climbs out of its folder with '..'",
+                           hint="give the folder as an absolute path, or as a Hugging Face id")
+
+
+def _hosts(scenario: Scenario) -> list[ValidationIssue]:
+    """Hosts become argv items (`--dist-init-addr HOST:PORT`, the router's `--host`)."""
+    named = [(f"hardware.node_hosts[{i}]", host) for i, host in enumerate(scenario.hardware.node_hosts)]
+    if scenario.deployment.router is not None:
+        named.append(("deployment.router.host", scenario.deployment.router.host))
+    return [ValidationIssue(field=field, message=f"{host!r} is not a host name or IP address",
+                            hint="give a plain host name such as node01, or an IP address")
+            for field, host in named if not _HOST.fullmatch(host)]

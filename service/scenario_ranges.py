@@ -1,0 +1,219 @@
+"""Value ranges of a scenario: counts, rates, fractions and sizes that no benchmark or server can run with.
+
+The decoder checks types; these checks catch the values of the right type that make no sense, such as a
+negative `bench.max_concurrency` (which would start servers and then crash the load generator) or a
+`mem-fraction-static` of 1.2. Each returns `ValidationIssue`s naming the field as it is spelled in a
+scenario file, and never raises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.domain import BenchSpec, Hardware, LengthDist, RouterConfig, Scenario, ServerConfig, WorkloadProfile
+from service.sglang.values import ValidationIssue
+
+
+@dataclass(frozen=True)
+class Range:
+    """An allowed interval; `open_low`/`open_high` exclude the bound itself."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    infinite_ok: bool = False
+
+    def holds(self, value: float) -> bool:
+        if math.isnan(value) or (math.isinf(value) and not self.infinite_ok):
+            return False
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high or (self.open_high and value == self.high))
+
+    def words(self) -> str:
+        low = None if self.low is None else f"{'above' if self.open_low else 'at least'} {self.low:g}"
+        high = None if self.high is None else f"{'below' if self.open_high else 'at most'} {self.high:g}"
+        if low and high and not (self.open_low or self.open_high):
+            return f"between {self.low:g} and {self.high:g}"
+        return " and ".join(part for part in (low, high) if part) or "a finite number"
+
+
+AT_LEAST_1 = Range(low=1)
+AT_LEAST_0 = Range(low=0)
+POSITIVE = Range(low=0, open_low=True)
+FRACTION = Range(low=0, high=1)
+OPEN_FRACTION = Range(low=0, high=1, open_low=True, open_high=True)
+PORT = Range(low=1, high=65535)
+
+Check = tuple[str, float | None, Range, str]  # field, value, allowed range, fix hint ("" for the generic one)
+
+
+def out_of_range(checks: list[Check]) -> list[ValidationIssue]:
+    """An issue for every set value outside its range (None means unset and is not checked)."""
+    issues = []
+    for field, value, allowed, hint in checks:
+        if value is None or allowed.holds(float(value)):
+            continue
+        issues.append(ValidationIssue(field=field, message=f"{field.rsplit('.', 1)[-1]} is {value!r}; it must be "
+                                                           f"{allowed.words()}",
+                                      hint=hint or f"give a value {allowed.words()}"))
+    return issues
+
+
+def check_ranges(scenario: Scenario) -> list[ValidationIssue]:
+    """Every value range of a scenario: bench, workload, hardware, SLO, objective, servers and router."""
+    issues = out_of_range(bench_checks(scenario.bench) + workload_checks(scenario.workload)
+                          + hardware_checks(scenario.hardware) + slo_checks(scenario) + router_checks(scenario))
+    for index, group in enumerate(scenario.deployment.groups):
+        issues += out_of_range(server_checks(f"deployment.groups[{index}].server", group.server))
+        issues += _chunked_prefill(f"deployment.groups[{index}].server", group.server)
+    return issues + _length_order(scenario.workload) + _documents(scenario.workload)
+
+
+def bench_checks(bench: BenchSpec) -> list[Check]:
+    """bench_serving's counts and rates (`--num-prompts`, `--max-concurrency`, `--request-rate`, ...)."""
+    checks: list[Check] = [
+        ("bench.num_prompts", bench.num_prompts, AT_LEAST_1, "a round sends 1 or more requests (the casebook uses 500)"),
+        ("bench.max_concurrency", bench.max_concurrency, AT_LEAST_1,
+         "bench_serving's --max-concurrency caps the requests in flight: give 1 or more, or leave it out"),
+        ("bench.request_rate", bench.request_rate, Range(low=0, open_low=True, infinite_ok=True),
+         "requests per second above 0 (inf sends them all at once), or leave it out"),
+        ("bench.random_input_len", bench.random_input_len, AT_LEAST_1, ""),
+        ("bench.random_output_len", bench.random_output_len, AT_LEAST_1, ""),
+        ("bench.random_range_ratio", bench.random_range_ratio, FRACTION, ""),
+        ("bench.warmup_requests", bench.warmup_requests, AT_LEAST_0, ""),
+        ("bench.repeats", bench.repeats, AT_LEAST_1, ""),
+        ("bench.max_new_tokens", bench.max_new_tokens, AT_LEAST_1, ""),
+        ("bench.warm_prompts", bench.warm_prompts, AT_LEAST_0, ""),
+    ]
+    if bench.trace is not None:
+        checks.append(("bench.trace.slowdown", bench.trace.slowdown, Range(low=0), ""))
+    return checks
+
+
+def workload_checks(workload: WorkloadProfile) -> list[Check]:
+    """Lengths, rates, shares and probabilities of the traffic profile."""
+    prefix, structured = workload.prefix, workload.structured_output
+    checks: list[Check] = [*_length("workload.input", workload.input), *_length("workload.output", workload.output)]
+    checks += [
+        ("workload.prefix_sharing_rate", workload.prefix_sharing_rate, FRACTION, "a share of prompt tokens, 0 to 1"),
+        ("workload.peak_concurrency", workload.peak_concurrency, AT_LEAST_1,
+         "the most requests in flight at the peak: 1 or more, or leave it out"),
+        ("workload.request_rate", workload.request_rate, POSITIVE, ""),
+        ("workload.peak_request_rate", workload.peak_request_rate, POSITIVE, ""),
+        ("workload.total_requests", workload.total_requests, AT_LEAST_1, ""),
+        ("workload.prefix.system_prompt_tokens", prefix.system_prompt_tokens, AT_LEAST_0, ""),
+        ("workload.prefix.tool_definition_tokens", prefix.tool_definition_tokens, AT_LEAST_0, ""),
+        ("workload.prefix.history_tokens", prefix.history_tokens, AT_LEAST_0, ""),
+        ("workload.prefix.variable_tokens", prefix.variable_tokens, AT_LEAST_0, ""),
+        ("workload.prefix.conversations", prefix.conversations, AT_LEAST_0, ""),
+        ("workload.prefix.variable_period_s", prefix.variable_period_s, POSITIVE, ""),
+        ("workload.structured_output.schemas", structured.schemas, AT_LEAST_0, ""),
+        ("workload.structured_output.structural_token_fraction", structured.structural_token_fraction, FRACTION, ""),
+        ("workload.structured_output.prompt_only_failure_rate", structured.prompt_only_failure_rate, FRACTION, ""),
+        ("workload.speculative.draft_acceptance", workload.speculative.draft_acceptance, FRACTION,
+         "a per-token acceptance probability, 0 to 1"),
+    ]
+    documents = prefix.documents
+    if documents is not None:
+        checks += [("workload.prefix.documents.count", documents.count, AT_LEAST_1, ""),
+                   ("workload.prefix.documents.tokens", documents.tokens, AT_LEAST_1, ""),
+                   ("workload.prefix.documents.popular", documents.popular, AT_LEAST_0, ""),
+                   ("workload.prefix.documents.popular_share", documents.popular_share, FRACTION, "")]
+    return checks
+
+
+def _length(field: str, dist: LengthDist) -> list[Check]:
+    return [(f"{field}.median", dist.median, AT_LEAST_1, "a token length of 1 or more"),
+            (f"{field}.p95", dist.p95, AT_LEAST_1, ""),
+            (f"{field}.minimum", dist.minimum, AT_LEAST_1, ""),
+            (f"{field}.maximum", dist.maximum, AT_LEAST_1, ""),
+            (f"{field}.range_ratio", dist.range_ratio, FRACTION, "")]
+
+
+def _length_order(workload: WorkloadProfile) -> list[ValidationIssue]:
+    """A p95 below the median, or a maximum below the minimum, describes no distribution."""
+    issues = []
+    for name, dist in (("input", workload.input), ("output", workload.output)):
+        if dist.p95 is not None and 1 <= dist.p95 < dist.median:
+            issues.append(ValidationIssue(field=f"workload.{name}.p95",
+                                          message=f"p95 {dist.p95} is below the median {dist.median}",
+                                          hint="a 95th percentile is at least the median: swap or correct them"))
+        if dist.maximum is not None and 1 <= dist.maximum < dist.minimum:
+            issues.append(ValidationIssue(field=f"workload.{name}.maximum",
+                                          message=f"maximum {dist.maximum} is below the minimum {dist.minimum}",
+                                          hint="raise maximum, or lower minimum"))
+    return issues
+
+
+def _documents(workload: WorkloadProfile) -> list[ValidationIssue]:
+    documents = workload.prefix.documents
+    if documents is None or documents.popular <= documents.count:
+        return []
+    return [ValidationIssue(field="workload.prefix.documents.popular",
+                            message=f"{documents.popular} popular documents of {documents.count}",
+                            hint="the popular documents are a subset of the corpus: at most `count`")]
+
+
+def hardware_checks(hardware: Hardware) -> list[Check]:
+    """The cluster's sizes and prices."""
+    return [("hardware.gpus_per_node", hardware.gpus_per_node, AT_LEAST_1, "GPUs in one node, 1 or more (often 8)"),
+            ("hardware.nodes", hardware.nodes, AT_LEAST_1, "1 or more nodes"),
+            ("hardware.host_dram_gb", hardware.host_dram_gb, AT_LEAST_0, ""),
+            ("hardware.interconnect_gbps", hardware.interconnect_gbps, POSITIVE, ""),
+            ("hardware.price_per_gpu_hour", hardware.price_per_gpu_hour, AT_LEAST_0, ""),
+            ("hardware.host_cpus", hardware.host_cpus, AT_LEAST_1, "")]
+
+
+def slo_checks(scenario: Scenario) -> list[Check]:
+    """SLO targets are positive; a failure rate is a fraction; an objective's target is positive."""
+    slo, objective = scenario.slo, scenario.objective
+    checks: list[Check] = [(f"slo.{name}", getattr(slo, name), POSITIVE, "a target above 0, or leave it out")
+                           for name in slo.__struct_fields__ if name != "failure_rate_max"]
+    checks.append(("slo.failure_rate_max", slo.failure_rate_max, FRACTION, "a share of requests, 0 to 1"))
+    target_range = FRACTION if objective.kind == "failure_rate" else POSITIVE
+    checks.append(("objective.target", objective.target, target_range, ""))
+    return checks
+
+
+def server_checks(field: str, server: ServerConfig) -> list[Check]:
+    """Typed SGLang settings with a range SGLang itself enforces or that no server can start with."""
+    return [
+        (f"{field}.mem-fraction-static", server.mem_fraction_static, OPEN_FRACTION,
+         "the share of GPU memory for weights and KV, above 0 and below 1 (the casebook uses 0.88 to 0.94)"),
+        (f"{field}.max-running-requests", server.max_running_requests, AT_LEAST_1, ""),
+        (f"{field}.max-prefill-tokens", server.max_prefill_tokens, AT_LEAST_1, ""),
+        (f"{field}.schedule-conservativeness", server.schedule_conservativeness, POSITIVE, ""),
+        (f"{field}.page-size", server.page_size, AT_LEAST_1, "tokens per KV page, 1 or more (64 with HiCache)"),
+        (f"{field}.hicache-ratio", server.hicache_ratio, POSITIVE, "the host pool's size over the GPU pool's, e.g. 2"),
+        (f"{field}.hicache-size", server.hicache_size, AT_LEAST_0, ""),
+        (f"{field}.speculative-num-steps", server.speculative_num_steps, AT_LEAST_1, ""),
+        (f"{field}.speculative-eagle-topk", server.speculative_eagle_topk, AT_LEAST_1, ""),
+        (f"{field}.speculative-num-draft-tokens", server.speculative_num_draft_tokens, AT_LEAST_1, ""),
+        (f"{field}.cuda-graph-max-bs", server.cuda_graph_max_bs, AT_LEAST_1, ""),
+        (f"{field}.eplb-rebalance-num-iterations", server.eplb_rebalance_num_iterations, AT_LEAST_1, ""),
+        (f"{field}.ep-num-redundant-experts", server.ep_num_redundant_experts, AT_LEAST_0, ""),
+    ]
+
+
+def _chunked_prefill(field: str, server: ServerConfig) -> list[ValidationIssue]:
+    size = server.chunked_prefill_size
+    # SGLang reads -1 as "no chunking" (srt/server_args.py); 0 and other negatives mean nothing.
+    if size is None or size == -1 or size >= 1:
+        return []
+    return [ValidationIssue(field=f"{field}.chunked-prefill-size", flag="--chunked-prefill-size",
+                            message=f"chunked-prefill-size is {size}; it must be 1 or more, or -1 to turn chunking off",
+                            hint="the casebook uses 4096 for latency and 8192 to 32768 for throughput")]
+
+
+def router_checks(scenario: Scenario) -> list[Check]:
+    router: RouterConfig | None = scenario.deployment.router
+    if router is None:
+        return []
+    return [("deployment.router.port", router.port, PORT, ""),
+            ("deployment.router.prometheus_port", router.prometheus_port, PORT, ""),
+            ("deployment.router.cache_threshold", router.cache_threshold, FRACTION, ""),
+            ("deployment.router.balance_abs_threshold", router.balance_abs_threshold, AT_LEAST_0, ""),
+            ("deployment.router.balance_rel_threshold", router.balance_rel_threshold, POSITIVE, "")]
