@@ -174,3 +174,13 @@ def test_a_held_pd_bootstrap_port_is_port_in_use_too(launcher: RecordingLauncher
     assert result.error is not None and result.error.startswith(
         f"port_in_use: already in use before launch: 127.0.0.1:{bootstrap} (held by pid {os.getpid()}: "), result.error
     assert launcher.processes == []
+
+
+def test_a_round_that_cannot_record_its_processes_launches_none(launcher: RecordingLauncher, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    context = RoundContext(cost_model="roofline", settings=settings(state_dir=str(blocker / "processes")))
+    result = asyncio.run(LocalRunner(launcher=launcher).run_round(single_worker(), context=context))
+    assert result.status is RoundStatus.FAILED and result.error is not None
+    assert result.error.startswith(f"validation: the process registry {blocker / 'processes'} is not writable")
+    assert "state_dir" in result.error and launcher.processes == []

@@ -96,8 +96,8 @@ class RoundRegistry:
         self._write()
 
     def close(self) -> None:
-        """Forget the round: every process it started is gone."""
-        with contextlib.suppress(FileNotFoundError):
+        """Forget the round: every process it started is gone (a file that cannot go is swept next round)."""
+        with contextlib.suppress(OSError):
             self.path.unlink()
 
     def _write(self) -> None:

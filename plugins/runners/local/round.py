@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,19 +131,23 @@ class LocalRound:
 
     def _spawn(self, spec: LaunchSpec) -> ServerProcess:
         self.launched.append(list(spec.argv))
-        try:
-            self.registry.planned(spec.name, spec.kind, spec.host, spec.port, spec.argv)  # durable before launch
-        except OSError as exc:
-            raise RoundFailure("validation", "start", f"the process registry {self.registry.path.parent} is not "
-                                                      f"writable ({exc}); set the runner setting state_dir") from None
+        self._record(lambda: self.registry.planned(spec.name, spec.kind, spec.host, spec.port, spec.argv))
         try:
             process = self.launcher.spawn(spec.name, spec.argv, process_env(spec), self.log_dir / f"{spec.name}.log")
         except OSError as exc:
             raise RoundFailure("launch_exit", "start", f"{spec.name} could not be started: {exc}") from None
         process.url, process.kind = spec.url, spec.kind
         self.processes.append(process)
-        self.registry.started(spec.name, process.pgid, process.started)
+        self._record(lambda: self.registry.started(spec.name, process.pgid, process.started))
         return process
+
+    def _record(self, write: Callable[[], None]) -> None:
+        """Write the registry; a round whose processes cannot be recorded does not launch (any more of) them."""
+        try:
+            write()
+        except OSError as exc:
+            raise RoundFailure("validation", "start", f"the process registry {self.registry.path.parent} is not "
+                                                      f"writable ({exc}); set the runner setting state_dir") from None
 
     async def _start(self, client: httpx.AsyncClient, specs: list[LaunchSpec]) -> None:
         deadlines = self.settings.deadlines
