@@ -12,7 +12,7 @@ import msgspec
 
 from service.cli.checks import refuse_invalid
 from service.components import Playbook
-from service.engine import JobEvent, report_json, report_markdown, run_playbook
+from service.engine import JobEvent, render_markdown, report_json, run_playbook
 from service.playbooks import InputFileError, check_playbook, load_playbook, playbook_scenario
 from service.plugin_host import PluginHost
 
@@ -49,10 +49,11 @@ def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | Non
                                            repeats=repeats, callback=_progress_printer()))
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
+    # The same report the service stores and serves for a job of this playbook and seed.
     if as_json:
-        click.echo(msgspec.json.encode(report_json(outcome, seed=seed)).decode())
+        click.echo(msgspec.json.encode(report_json(outcome.report)).decode())
     else:
-        click.echo(report_markdown(outcome), nl=False)
+        click.echo(render_markdown(outcome.report), nl=False)
 
 
 def _resolve_playbook(host: PluginHost, ref: str) -> Playbook:

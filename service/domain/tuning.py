@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
 from service.domain.bench import RoundResult
 from service.domain.deployment import Deployment, FlagValue, RouterConfig
+from service.domain.scenario import Scenario
 from service.domain.workload import WorkloadProfile
 
 
@@ -44,12 +45,21 @@ class Verdict(StrEnum):
 
 
 class Pattern(StrEnum):
-    """The casebook's metric-change pattern table."""
+    """The casebook's metric-change pattern table, and the combinations it leaves unnamed.
+
+    Each value says only what the round's figures show (output throughput, median TTFT, p99 TTFT, median
+    ITL, beyond their noise band): docs/policies.md gives the rule.
+    """
 
     THROUGHPUT_UP_LATENCY_UP = "throughput_up_latency_up"
     THROUGHPUT_UP_LATENCY_DOWN = "throughput_up_latency_down"
+    THROUGHPUT_UP = "throughput_up_latency_flat"
     THROUGHPUT_DOWN_TAIL_DOWN = "throughput_down_tail_down_a_lot"
+    THROUGHPUT_DOWN = "throughput_down_latency_flat"
     MEDIAN_FLAT_P99_DOWN = "median_flat_p99_down"
+    LATENCY_DOWN = "throughput_flat_latency_down"
+    LATENCY_TRADEOFF = "throughput_flat_latency_traded"
+    LATENCY_UP = "throughput_flat_latency_up"
     THROUGHPUT_DOWN_LATENCY_UP = "throughput_down_latency_up"
     NOTHING_CHANGED = "nothing_changed"
     NOT_APPLICABLE = "not_applicable"
@@ -83,6 +93,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
 class RoundState(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
+    # Measured, waiting for the decision of its group of alternatives (its results are kept on a restart).
+    MEASURED = "measured"
     FINISHED = "finished"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
@@ -110,11 +122,13 @@ class JobState(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"
     SUCCEEDED = "succeeded"
+    # Ran to its end, but the final deployment misses an SLO target (the report says what would meet it).
+    SLO_NOT_MET = "slo_not_met"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
     def is_terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        return self in (JobState.SUCCEEDED, JobState.SLO_NOT_MET, JobState.FAILED, JobState.CANCELLED)
 
 
 class Job(msgspec.Struct, kw_only=True):
@@ -124,9 +138,10 @@ class Job(msgspec.Struct, kw_only=True):
     playbook: str
     runner: str
     state: JobState = JobState.QUEUED
-    scenario: Any = None
+    scenario: Scenario | None = None
     rounds: list[Round] = msgspec.field(default_factory=list)
     created_at: datetime | None = None
     finished_at: datetime | None = None
     stop_reason: str | None = None
     kind: Literal["tune", "round"] = "tune"
+    seed: int = 0

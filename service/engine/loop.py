@@ -3,16 +3,20 @@
 Every candidate is judged against the last accepted deployment (the baseline). The candidates of one
 proposal are alternatives, each judged against that same baseline, and the best one the policy keeps
 becomes the new baseline without re-measurement (`service.engine.alternatives`); a stepwise technique's
-candidates run one at a time instead, each against the last accepted step. The loop stops
-when the SLO and the objective are met, the budget is spent, nothing applicable remains, or measurement
-keeps failing (4 consecutive errors pause the job).
+candidates run one at a time instead, each against the last accepted step.
+
+The engine owns the job's whole life. It writes every round start, every measured alternative, every
+decision and every job event to its journal (`service.engine.journal`) and waits for each write; it resumes
+from the journal's rounds (`resume`); and it decides every ending once (`service.engine.ending`): succeeded,
+slo_not_met, failed, cancelled (`stop`) or paused (`stop`, to be resumed), firing `on_job_finished` once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -28,7 +32,6 @@ from service.domain import (
     Round,
     RoundResult,
     RoundState,
-    RoundStatus,
     Scenario,
     Verdict,
     resolve_model,
@@ -36,19 +39,20 @@ from service.domain import (
 from service.engine.alternatives import Trial, pick_winner, superseded
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
+from service.engine.ending import Ending, decide_ending
 from service.engine.events import EventCallback, EventSink, JobEvent
-from service.engine.launch import render_launch
-from service.engine.measure import mean_result, measure
-from service.engine.outcome import SkippedStep, TuningOutcome, objective_met
+from service.engine.journal import NullJournal, RoundJournal
+from service.engine.measure import mean_result
+from service.engine.outcome import TuningOutcome, build_outcome, objective_met
 from service.engine.quality import check_quality, gate_required
+from service.engine.resume import resume_state
 from service.engine.slo import policy_slo_checks
+from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
 from service.engine.states import move_job, move_round
+from service.engine.trials import MAX_REPEAT_FACTOR, RoundMeasurer, Stopped
 
-# Casebook: "a round whose measurement failed" never counts; after this many in a row the job pauses.
+# Casebook: "a round whose measurement failed" never counts; after this many in a row the job fails.
 MAX_CONSECUTIVE_ERRORS = 4
-# An inconclusive round is measured again on as many new seeds (both sides), up to this many times the
-# playbook's repeats, and decided on all of them (sequential testing, bounded by the budget).
-MAX_REPEAT_FACTOR = 2
 
 
 @dataclass
@@ -61,25 +65,16 @@ class EngineParts:
     round_context: RoundContext | None = None
     hook: Any | None = None
     resolve: Callable[[str], ModelSpec] = resolve_model
+    # Problems that keep a candidate from launching (flag catalogue, topology, values); empty when it can run.
+    refuse: Callable[[Scenario], list[str]] | None = None
 
 
-@dataclass
-class _State:
-    accepted: Scenario
-    baseline: list[RoundResult] = field(default_factory=list)
-    tried: set[str] = field(default_factory=set)
-    kept: list[str] = field(default_factory=list)
-    skipped: list[SkippedStep] = field(default_factory=list)
-    errors_in_a_row: int = 0
-    paused: bool = False
-
-
-class TuningEngine:
-    """Runs one playbook on one scenario; `run()` returns the outcome."""
+class TuningEngine(RoundMeasurer):
+    """Runs one playbook on one scenario; `run()` returns the outcome, `resume(history)` continues a job."""
 
     def __init__(self, parts: EngineParts, playbook: Playbook, scenario: Scenario, *, seed: int = 0,
                  repeats: int | None = None, callback: EventCallback | None = None,
-                 job_id: str | None = None) -> None:
+                 job_id: str | None = None, journal: RoundJournal | None = None) -> None:
         self.parts = parts
         self.playbook = playbook
         self.seed = seed
@@ -90,28 +85,51 @@ class TuningEngine:
                        scenario=scenario)
         self.budget = Budget(max_rounds=playbook.max_rounds, max_gpu_minutes=playbook.max_gpu_minutes)
         self.events = EventSink(parts.hook, callback)
-        self.state = _State(accepted=scenario)
+        self.journal: RoundJournal = journal or NullJournal()
+        self.state = EngineState(accepted=scenario)
         self._models: dict[str, ModelSpec] = {}
+        self._init_stop()
 
     # -- the job ------------------------------------------------------------------------------------------
 
     async def run(self) -> TuningOutcome:
-        """Measure the baseline, walk the playbook's steps, and finish with the final deployment."""
+        """Measure the baseline, walk the playbook's steps, and end the job in exactly one terminal state."""
+        self._bind_stop()
         move_job(self.job, JobState.RUNNING)
-        self._emit("job_started", message=f"{self.playbook.name} on {self.initial.name}")
-        reason = "every step of the playbook ran"
-        if await self._measure_baseline():
-            for name in self.steps():
-                stop = self._stop_reason()
-                if stop is not None:
-                    reason = stop
-                    break
-                await self._run_step(name)
-            else:
-                reason = self._stop_reason() or reason
-        if self.state.paused:
-            reason = f"paused after {MAX_CONSECUTIVE_ERRORS} consecutive measurement errors"
-        return self._finish(reason)
+        await self._event("job_started", message=f"{self.playbook.name} on {self.initial.name}")
+        try:
+            ending = await self._walk()
+        except Stopped:
+            ending = self._stop_ending()
+        except asyncio.CancelledError:
+            if self._stop is None:
+                raise  # cancelled from outside without a stop request: nobody is there to hear an ending
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            ending = self._stop_ending()
+        except Exception as exc:
+            if self.is_journal_error(exc):
+                raise
+            ending = Ending(JobState.FAILED, f"the tuning engine raised {type(exc).__name__}: {exc}")
+        return await self._finish(ending)
+
+    async def resume(self, history: list[Round]) -> TuningOutcome:
+        """Continue a job after the rounds its journal kept: nothing decided is measured or decided again."""
+        self.budget = Budget(max_rounds=self.playbook.max_rounds, max_gpu_minutes=self.playbook.max_gpu_minutes)
+        self.state = resume_state(self.initial, history, self.budget)
+        self.job.rounds = sorted(history, key=lambda r: r.index)
+        return await self.run()
+
+    async def _walk(self) -> Ending | None:
+        """The job's rounds; an Ending when it stops early, None when it ran its course."""
+        if not self.state.baseline_measured and not await self._measure_baseline():
+            return None
+        for name in self.steps():
+            if self._stop_reason() is not None:
+                return None
+            await self._run_step(name)
+        return None
 
     def steps(self) -> list[str]:
         """Technique names in the order this playbook runs them."""
@@ -125,8 +143,9 @@ class TuningEngine:
         return names
 
     def _stop_reason(self) -> str | None:
-        if self.state.paused:
-            return "paused"
+        self.check_stop()
+        if self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS:
+            return "measurement keeps failing"
         spent = self.budget.exhausted()
         if spent is not None:
             return spent
@@ -136,7 +155,7 @@ class TuningEngine:
             return "SLO and objective met"
         return None
 
-    # -- steps and rounds ---------------------------------------------------------------------------------
+    # -- steps and groups ---------------------------------------------------------------------------------
 
     async def _run_step(self, name: str) -> None:
         technique = self.parts.techniques[name]
@@ -147,12 +166,12 @@ class TuningEngine:
             applicability = technique.applicable(ctx) if blocked is None else None
             if blocked is not None or (applicability is not None and not applicability.applicable):
                 if ran == 0:  # after its own rounds, a technique that no longer applies is simply done
-                    self._skip(name, blocked or (applicability.reason if applicability else ""))
+                    await self._skip(name, blocked or (applicability.reason if applicability else ""))
                 return
             candidates = [d for d in technique.propose(ctx) if delta_key(d) not in self.state.tried]
             if not candidates:
                 if ran == 0:
-                    self._skip(name, "applicable, but every candidate it proposes was already tried")
+                    await self._skip(name, "applicable, but every candidate it proposes was already tried")
                 return
             group = candidates[:1] if technique.stepwise else candidates
             await self._try_group(group)
@@ -167,39 +186,51 @@ class TuningEngine:
             return f"needs {', '.join(missing)} accepted first"
         return None
 
-    def _skip(self, name: str, reason: str) -> None:
+    async def _skip(self, name: str, reason: str) -> None:
         self.state.skipped.append(SkippedStep(technique=name, reason=reason))
-        self._emit("step_skipped", technique=name, message=reason)
+        await self._event("step_skipped", technique=name, message=reason)
 
     async def _try_group(self, deltas: list[ConfigDelta]) -> None:
-        """Run each alternative against the same accepted baseline; adopt the best one the policy kept."""
+        """Run each alternative against the same accepted baseline; adopt the best one the policy kept.
+
+        Each alternative is journaled as measured as soon as it is, so a restart mid-group keeps it.
+        """
         trials: list[Trial] = []
         for delta in deltas:
-            if self._stop_reason() is not None:
+            if trials and self._stop_reason() is not None:
                 break  # the budget ran out or measurement keeps failing: judge what was measured
             trial = await self._try(delta)
             if trial is not None:
                 trials.append(trial)
-                self.state.errors_in_a_row = _errors_after(self.state.errors_in_a_row, trial.decision)
-                self.state.paused = self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS
+                if trial.results:
+                    failed = trial.decision.verdict is Verdict.ERROR
+                    self.state.errors_in_a_row = self.state.errors_in_a_row + 1 if failed else 0
+        await self._decide_group(trials)
+
+    async def _decide_group(self, trials: list[Trial]) -> None:
         winner = pick_winner(trials, self.initial.slo, self.initial.objective)
         for trial in trials:
             decision = trial.decision
             if winner is not None and trial is not winner and decision.verdict.keeps_candidate():
                 decision = superseded(trial, winner, self.initial.slo, self.initial.objective)
-            self._record(trial.round_, trial.results, decision)
+            await self._record(trial.round_, trial.results, decision)
         if winner is not None:
             self._adopt(winner)
 
     async def _try(self, delta: ConfigDelta) -> Trial | None:
         """Measure one candidate and let the policy judge it; None when it was closed without measuring."""
-        self.state.tried.add(delta_key(delta))
-        round_ = Round(index=len(self.job.rounds), technique=delta.technique, delta=delta)
-        self.job.rounds.append(round_)
+        key = delta_key(delta)
+        self.state.tried.add(key)
+        waiting = self.state.awaiting_decision.pop(key, None)
+        round_ = waiting or self._new_round(delta.technique, delta, key)
         try:
             candidate = apply_delta(self.state.accepted, delta)
         except DeltaError as exc:
-            self._close_unmeasured(round_, Verdict.ERROR, f"the candidate is not a valid configuration: {exc}")
+            await self._close_unmeasured(round_, Verdict.ERROR, f"the candidate is not a valid configuration: {exc}")
+            return None
+        refused = self._refusal(candidate)
+        if refused:
+            await self._close_unmeasured(round_, Verdict.ROLLBACK, f"refused before launch, never run: {refused}")
             return None
         gate = None
         if gate_required(delta, self.playbook.require_quality_for):
@@ -207,90 +238,68 @@ class TuningEngine:
                                  self.playbook.quality_tolerance)
             if not gate.passed:
                 # Quality inputs are fixed: a candidate that can never be accepted costs no GPU time.
-                self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
+                await self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
                 return None
-        results, decision = await self._measure_until_decided(round_, candidate)
-        self.budget.count_round()
+        results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
         if gate is not None and decision.verdict.keeps_candidate():
             decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
         return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
 
-    def _close_unmeasured(self, round_: Round, verdict: Verdict, reason: str) -> None:
-        round_.decision = Decision(verdict=verdict, pattern=Pattern.NOT_APPLICABLE, reasons=[reason],
-                                   policy="engine")
-        move_round(round_, RoundState.RUNNING)
-        move_round(round_, RoundState.FAILED if verdict is Verdict.ERROR else RoundState.FINISHED)
-        self._emit("round_finished", round_index=round_.index, technique=round_.technique,
-                   verdict=verdict.value, message=reason)
-
-    async def _run_round(self, round_: Round, scenario: Scenario) -> list[RoundResult]:
-        move_round(round_, RoundState.RUNNING)
-        self._emit("round_started", round_index=round_.index, technique=round_.technique,
-                   message=round_.delta.summary if round_.delta else "baseline")
-        return await self._measure(scenario, self._seeds())
-
-    async def _measure(self, scenario: Scenario, seeds: list[int]) -> list[RoundResult]:
-        """One result per seed, charged to the budget."""
-        results = await measure(self.parts.runner, scenario, seeds=seeds, context=self.parts.round_context)
-        self.budget.charge(results, scenario.deployment.total_gpus())
-        return results
-
-    def _seeds(self, start: int = 0, count: int | None = None) -> list[int]:
-        # The same seeds for every round: baseline and candidate see the same traffic (paired comparison).
-        return [self.seed + r for r in range(start, start + (self.repeats if count is None else count))]
-
-    async def _measure_until_decided(self, round_: Round, candidate: Scenario) -> tuple[list[RoundResult], Decision]:
-        """Measure a candidate; while the policy finds it inconclusive or unsettled, add seeds to both sides and
-        decide again on all of them.
-
-        The baseline gets the same new seeds as the candidate, so the comparison stays paired seed for seed.
-        A failed baseline repeat ends the extension and leaves the inconclusive decision standing.
-        """
-        results = await self._run_round(round_, candidate)
-        decision = self._decide(results)
-        first = len(results)
-        limit = self.repeats * MAX_REPEAT_FACTOR
-        while ((decision.verdict is Verdict.INCONCLUSIVE or decision.unsettled) and len(results) < limit
-               and self.budget.exhausted() is None and await self._baseline_seeds(len(results) + self.repeats)):
-            results = [*results, *await self._measure(candidate, self._seeds(len(results)))]
-            decision = self._decide(results)
-        if len(results) > first:
-            note = f"decided on {len(results)} seeds per side: {first} left it to noise"
-            decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, note])
+    async def _results_and_decision(self, round_: Round, candidate: Scenario,
+                                    resumed: bool) -> tuple[list[RoundResult], Decision]:
+        """Measure the candidate, or reuse a measurement of the same deployment made earlier in this job."""
+        if resumed:
+            results = list(round_.results)
+            decision = await self.decide_on(results, "measured before the job was restarted; its results are kept")
+            return results, decision
+        earlier = self.state.measured.get(fingerprint(candidate))
+        if earlier is not None:
+            results = list(self.job.rounds[earlier].results)
+            await self._start_round(round_)
+            decision = await self.decide_on(results, f"the same deployment as round {earlier}: its measurement "
+                                                     "is reused, no new run")
+            await self._measured(round_, results)
+            return results, decision
+        results, decision = await self._measure_until_decided(round_, candidate)
+        self.budget.count_round()
+        self.state.measured.setdefault(fingerprint(candidate), round_.index)
+        await self._measured(round_, results)
         return results, decision
 
-    async def _baseline_seeds(self, count: int) -> bool:
-        """Make sure the accepted baseline was measured on the first `count` seeds; False if a repeat fails."""
-        have = len(self.state.baseline)
-        if have >= count:
-            return True
-        more = await self._measure(self.state.accepted, self._seeds(have, count - have))
-        if any(r.status is not RoundStatus.OK for r in more):
-            return False
-        self.state.baseline = [*self.state.baseline, *more]
-        return True
-
-    def _decide(self, results: list[RoundResult]) -> Decision:
-        bad = [r for r in results if r.status is not RoundStatus.OK]
-        if bad:
-            why = bad[0].error or f"measurement {bad[0].status.value}"
-            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
-                            reasons=[f"measurement did not complete, never accepted: {why}"])
-        # A baseline measured on more seeds (an earlier extended round) is compared on the candidate's seeds.
-        baseline = self.state.baseline[:len(results)]
+    def _refusal(self, candidate: Scenario) -> str:
+        if self.parts.refuse is None:
+            return ""
         try:
-            return self.parts.policy.decide(baseline, results, self.initial.slo, self.initial.objective)
-        except Exception as exc:  # a policy bug must fail closed, like a failed measurement
-            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
-                            reasons=[f"policy {self.parts.policy.name!r} failed: {exc}"])
+            return "; ".join(self.parts.refuse(candidate))
+        except Exception as exc:  # a validator bug must not let a candidate through unchecked
+            return f"the candidate could not be validated ({type(exc).__name__}: {exc})"
 
-    def _record(self, round_: Round, results: list[RoundResult], decision: Decision) -> None:
+    # -- rounds -------------------------------------------------------------------------------------------
+
+    def _new_round(self, technique: str, delta: ConfigDelta | None, key: str) -> Round:
+        round_ = Round(index=len(self.job.rounds), technique=technique, delta=delta,
+                       retry_of=self.state.interrupted.pop(key, None))
+        self.job.rounds.append(round_)
+        return round_
+
+    async def _close_unmeasured(self, round_: Round, verdict: Verdict, reason: str) -> None:
+        round_.decision = Decision(verdict=verdict, pattern=Pattern.NOT_APPLICABLE, reasons=[reason],
+                                   policy="engine")
+        if round_.state is RoundState.PENDING:
+            move_round(round_, RoundState.RUNNING)
+        move_round(round_, RoundState.FAILED if verdict is Verdict.ERROR else RoundState.FINISHED)
+        await self._store(round_)
+        self.events.emit(self._job_event("round_finished", round_index=round_.index, technique=round_.technique,
+                                         verdict=verdict.value, message=reason))
+
+    async def _record(self, round_: Round, results: list[RoundResult], decision: Decision) -> None:
         """Close a measured round with its final decision (never changed afterwards)."""
         round_.results = results
         round_.decision = decision
         move_round(round_, RoundState.FAILED if decision.verdict is Verdict.ERROR else RoundState.FINISHED)
-        self._emit("round_finished", round_index=round_.index, technique=round_.technique,
-                   verdict=decision.verdict.value, message="; ".join(decision.reasons[:1]))
+        await self._store(round_)
+        self.events.emit(self._job_event("round_finished", round_index=round_.index, technique=round_.technique,
+                                         verdict=decision.verdict.value, message="; ".join(decision.reasons[:1])))
 
     def _adopt(self, trial: Trial) -> None:
         """The kept candidate becomes the baseline every later candidate is judged against."""
@@ -300,23 +309,26 @@ class TuningEngine:
 
     async def _measure_baseline(self) -> bool:
         """Round 0 measures the starting deployment; a failed measurement is retried as a new round."""
-        retry_of: int | None = None
-        while not self.state.paused:
-            round_ = Round(index=len(self.job.rounds), technique="baseline", delta=None, retry_of=retry_of)
-            self.job.rounds.append(round_)
-            results = await self._run_round(round_, self.state.accepted)
-            ok = all(r.status is RoundStatus.OK for r in results)
-            verdict = Verdict.ACCEPT if ok else Verdict.ERROR
-            reason = "starting point" if ok else (results[0].error or "baseline measurement failed")
-            decision = Decision(verdict=verdict, pattern=Pattern.NOT_APPLICABLE, reasons=[reason],
-                                policy="engine")
-            self._record(round_, results, decision)
+        failed = [r.index for r in self.job.rounds if r.technique == "baseline" and r.state is RoundState.FAILED]
+        retry_of = self.state.interrupted.pop(BASELINE_KEY, failed[-1] if failed else None)
+        while self.state.errors_in_a_row < MAX_CONSECUTIVE_ERRORS:
+            self.check_stop()
+            round_ = self._new_round("baseline", None, BASELINE_KEY)
+            round_.retry_of = retry_of
+            await self._start_round(round_)
+            results = await self.measure_seeds(self.state.accepted, self.seeds())
+            ok = all(r.status.value == "ok" for r in results)
+            reason = "starting point" if ok else (results[-1].error or "baseline measurement failed")
+            decision = Decision(verdict=Verdict.ACCEPT if ok else Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE,
+                                reasons=[reason], policy="engine")
+            await self._record(round_, results, decision)
             if ok:
                 self.state.baseline = results
+                self.state.baseline_measured = True
                 self.state.errors_in_a_row = 0
+                self.state.measured.setdefault(fingerprint(self.state.accepted), round_.index)
                 return True
             self.state.errors_in_a_row += 1
-            self.state.paused = self.state.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS
             retry_of = round_.index
         return False
 
@@ -324,7 +336,9 @@ class TuningEngine:
 
     def _context(self, name: str) -> TuningContext:
         scenario = self.state.accepted
-        history = [mean_result(r.results) for r in self.job.rounds if r.results]
+        # Only decided rounds: a resumed job proposes from exactly what the first attempt knew.
+        history = [mean_result(r.results) for r in self.job.rounds
+                   if r.results and r.state in (RoundState.FINISHED, RoundState.FAILED)]
         return TuningContext(scenario=scenario, model=self._model(scenario.model),
                              baseline=mean_result(self.state.baseline) if self.state.baseline else None,
                              history=history, tried=sorted(self.state.tried),
@@ -335,31 +349,44 @@ class TuningEngine:
             self._models[name] = self.parts.resolve(name)
         return self._models[name]
 
-    def _finish(self, reason: str) -> TuningOutcome:
-        final = self.state.accepted
-        refused: list[str] = []
-        try:
-            workers, router = render_launch(final.deployment, final.hardware, final.sglang_version, final.model)
-        except ValueError as exc:  # the flag catalogue refused the deployment: report why, render nothing
-            workers, router, refused = [], None, [str(exc)]
-        checks = policy_slo_checks(self.parts.policy, self.state.baseline, final.slo)
-        move_job(self.job, JobState.PAUSED if self.state.paused else JobState.SUCCEEDED, reason)
-        artifacts: dict[str, str] = {}
-        for round_ in self.job.rounds:
-            if round_.delta is not None and round_.decision and round_.decision.verdict.keeps_candidate():
-                artifacts.update(round_.delta.artifacts)
-        outcome = TuningOutcome(job=self.job, initial=self.initial, final=final, final_results=self.state.baseline,
-                                skipped=self.state.skipped, budget=self.budget, slo_checks=checks,
-                                launch_commands=workers, router_command=router, artifacts=artifacts,
-                                accepted=list(self.state.kept), launch_refused=refused)
-        self._emit("job_paused" if self.state.paused else "job_finished", state=self.job.state.value,
-                   message=reason)
+    async def _finish(self, stopped: Ending | None) -> TuningOutcome:
+        """Close what is open, decide the ending once, tell the journal and the plugins, build the outcome."""
+        await self._close_open_rounds(paused=stopped is not None and stopped.state is JobState.PAUSED)
+        checks = policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
+        ending = stopped or decide_ending(self.state, checks, MAX_CONSECUTIVE_ERRORS, self.job.rounds,
+                                          self.budget, self.steps_done_reason())
+        move_job(self.job, ending.state, ending.reason)
+        outcome = build_outcome(self.job, self.initial, self.state, self.budget, checks, seed=self.seed)
+        await self._event("job_finished", state=ending.state.value, message=ending.reason)
         return outcome
 
-    def _emit(self, kind: Any, **fields: Any) -> None:
+    def steps_done_reason(self) -> str:
+        try:
+            return self._stop_reason() or "every step of the playbook ran"
+        except Stopped:
+            return "every step of the playbook ran"
+
+    async def _close_open_rounds(self, *, paused: bool) -> None:
+        """A round cut off by a stop is interrupted; measured alternatives are kept for a resume, or closed."""
+        for round_ in self.job.rounds:
+            if round_.state in (RoundState.PENDING, RoundState.RUNNING):
+                move_round(round_, RoundState.INTERRUPTED)
+                await self._store(round_)
+            elif round_.state is RoundState.MEASURED and not paused:
+                round_.decision = Decision(verdict=Verdict.ROLLBACK, pattern=Pattern.NOT_APPLICABLE, policy="engine",
+                                           reasons=["the job ended before this round's group was decided"])
+                move_round(round_, RoundState.FINISHED)
+                await self._store(round_)
+
+    async def _event(self, kind: Any, **fields: Any) -> None:
+        event = self._job_event(kind, **fields)
+        await self.journal_event(event)
+        self.events.emit(event)
+
+    def _job_event(self, kind: Any, **fields: Any) -> JobEvent:
         done = sum(1 for r in self.job.rounds if r.state.is_terminal())
-        self.events.emit(JobEvent(kind=kind, job_id=self.job.id, rounds_done=done,
-                                  rounds_budget=self.budget.max_rounds, **fields))
+        return JobEvent(kind=kind, job_id=self.job.id, rounds_done=done, rounds_budget=self.budget.max_rounds,
+                        **fields)
 
 
 def _with_playbook_quality(scenario: Scenario, playbook: Playbook) -> Scenario:
@@ -369,11 +396,6 @@ def _with_playbook_quality(scenario: Scenario, playbook: Playbook) -> Scenario:
     known = {q.subject for q in scenario.quality}
     extra = [q for q in playbook.quality if q.subject not in known]
     return msgspec.structs.replace(scenario, quality=[*scenario.quality, *extra])
-
-
-def _errors_after(errors_in_a_row: int, decision: Decision) -> int:
-    """Consecutive measurement errors after one more decided round."""
-    return errors_in_a_row + 1 if decision.verdict is Verdict.ERROR else 0
 
 
 def _with_playbook_bench(scenario: Scenario, playbook: Playbook) -> Scenario:
@@ -386,3 +408,6 @@ def _with_playbook_bench(scenario: Scenario, playbook: Playbook) -> Scenario:
     except msgspec.ValidationError as exc:
         raise ValueError(f"playbook {playbook.name!r}: invalid bench setting: {exc}") from exc
     return msgspec.structs.replace(scenario, bench=bench)
+
+
+__all__ = ["MAX_CONSECUTIVE_ERRORS", "MAX_REPEAT_FACTOR", "EngineParts", "TuningEngine", "round_key"]

@@ -1,26 +1,20 @@
-"""What a finished (or paused) tuning job hands back: the record, the final deployment and its SLO standing."""
+"""What a finished job hands back: the record, the final deployment, its SLO standing and the typed report."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import msgspec
-
 from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck, completion_hours
 from service.engine.budget import Budget
-from service.engine.launch import LaunchCommand
-
-
-class SkippedStep(msgspec.Struct, frozen=True, kw_only=True):
-    """A playbook step that ran no round, with the casebook rule that said so."""
-
-    technique: str
-    reason: str
+from service.engine.launch import LaunchCommand, render_launch
+from service.engine.report import TuningReport
+from service.engine.state import EngineState, SkippedStep
+from service.engine.summary import FinalParts, summarise
 
 
 @dataclass
 class TuningOutcome:
-    """The job record plus everything the report needs."""
+    """The job record plus everything the report needs; `report` is what leaves the engine."""
 
     job: Job
     initial: Scenario
@@ -29,6 +23,7 @@ class TuningOutcome:
     skipped: list[SkippedStep]
     budget: Budget
     slo_checks: list[SLOCheck]
+    report: TuningReport
     launch_commands: list[LaunchCommand] = field(default_factory=list)
     router_command: LaunchCommand | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
@@ -38,6 +33,28 @@ class TuningOutcome:
     @property
     def slo_met(self) -> bool:
         return all(c.met for c in self.slo_checks)
+
+
+def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budget, checks: list[SLOCheck], *,
+                  seed: int) -> TuningOutcome:
+    """The outcome of an ended job, with its report."""
+    final = state.accepted
+    refused: list[str] = []
+    try:
+        workers, router = render_launch(final.deployment, final.hardware, final.sglang_version, final.model)
+    except ValueError as exc:  # the flag catalogue refused the deployment: report why, render nothing
+        workers, router, refused = [], None, [str(exc)]
+    artifacts: dict[str, str] = {}
+    for round_ in job.rounds:
+        if round_.delta is not None and round_.decision and round_.decision.verdict.keeps_candidate():
+            artifacts.update(round_.delta.artifacts)
+    parts = FinalParts(scenario=final, results=list(state.baseline), launch_commands=workers,
+                       router_command=router, artifacts=artifacts, launch_refused=refused)
+    report = summarise(job, initial, parts, state, budget, checks, seed=seed)
+    return TuningOutcome(job=job, initial=initial, final=final, final_results=parts.results,
+                         skipped=list(state.skipped), budget=budget, slo_checks=checks, report=report,
+                         launch_commands=workers, router_command=router, artifacts=artifacts,
+                         accepted=list(state.kept), launch_refused=refused)
 
 
 def objective_met(objective: Objective, slo: SLO, results: list[RoundResult]) -> bool:

@@ -1,61 +1,116 @@
-"""The job report, shaped like the casebook's cumulative tables: JSON for machines, Markdown for people."""
+"""The job report, one typed value: what the CLI prints, the store keeps, the API serves and MCP returns.
+
+`TuningReport` is shaped like the casebook's cumulative tables. Every round's figures are the means over
+its repeats, the same figures its decision was made on. `service.engine.render` turns a report into
+Markdown or HTML; `load_report` reads a stored one, including reports stored before this shape (their keys
+are a subset of these).
+"""
 
 from __future__ import annotations
 
-import shlex
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from service.domain import Round, RoundResult
+from service.domain import ConfigDelta, Deployment, Job, Round, RoundResult, RoundState, SLOCheck
 from service.engine.launch import LaunchCommand
 from service.engine.measure import mean_result
-from service.engine.outcome import TuningOutcome
-from service.engine.slo import UNITS
+from service.engine.state import SkippedStep
+
+REPORT_FORMAT = 2
 
 
-def report_json(outcome: TuningOutcome, *, seed: int | None = None) -> dict[str, Any]:
-    """`{"job", "rounds", "skipped", "final", "slo"}` as plain JSON-ready values."""
-    job = outcome.job
-    return {
-        "job": {
-            "id": job.id, "playbook": job.playbook, "runner": job.runner, "state": job.state.value,
-            "stop_reason": job.stop_reason, "scenario": outcome.initial.name, "seed": seed,
-            "rounds_used": outcome.budget.rounds_used, "max_rounds": outcome.budget.max_rounds,
-            "gpu_minutes": round(outcome.budget.gpu_minutes_used, 3),
-            "accepted": outcome.accepted,
-        },
-        "rounds": [_round_json(r) for r in job.rounds],
-        "skipped": msgspec.to_builtins(outcome.skipped),
-        "final": {
-            "model": outcome.final.model,
-            "deployment": msgspec.to_builtins(outcome.final.deployment),
-            "launch_commands": msgspec.to_builtins(outcome.launch_commands),
-            "router_command": msgspec.to_builtins(outcome.router_command),
-            "bench": {"max_concurrency": outcome.final.bench.max_concurrency},
-            "artifacts": outcome.artifacts,
-            "launch_refused": outcome.launch_refused,
-        },
-        "slo": {"met": outcome.slo_met, "checks": msgspec.to_builtins(outcome.slo_checks)},
-    }
+class ReportJob(msgspec.Struct, kw_only=True):
+    """The job: what ran, how it ended and what it spent."""
+
+    id: str
+    playbook: str
+    runner: str
+    state: str
+    stop_reason: str | None = None
+    scenario: str = ""
+    seed: int | None = None
+    rounds_used: int = 0
+    max_rounds: int = 0
+    gpu_minutes: float = 0.0
+    accepted: list[str] = msgspec.field(default_factory=list)
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
-def _round_json(round_: Round) -> dict[str, Any]:
+class ReportRound(msgspec.Struct, kw_only=True):
+    """One round: what was tried, the figures it was judged on (means over repeats), the decision."""
+
+    index: int
+    technique: str
+    state: str
+    retry_of: int | None = None
+    delta: ConfigDelta | None = None
+    verdict: str | None = None
+    pattern: str | None = None
+    reasons: list[str] = msgspec.field(default_factory=list)
+    figures: dict[str, Any] = msgspec.field(default_factory=dict)
+    repeats: int = 0
+    result: RoundResult | None = None
+    # Where the figures came from: simulated (and by which cost model), emulated, or measured.
+    source: str | None = None
+
+
+class ReportFinal(msgspec.Struct, kw_only=True):
+    """The deployment the job ended on, with its exact launch commands."""
+
+    model: str
+    deployment: Deployment
+    launch_commands: list[LaunchCommand] = msgspec.field(default_factory=list)
+    router_command: LaunchCommand | None = None
+    bench: dict[str, Any] = msgspec.field(default_factory=dict)
+    artifacts: dict[str, str] = msgspec.field(default_factory=dict)
+    launch_refused: list[str] = msgspec.field(default_factory=list)
+
+
+class ReportSLO(msgspec.Struct, kw_only=True):
+    """The final deployment against every SLO target."""
+
+    met: bool
+    checks: list[SLOCheck] = msgspec.field(default_factory=list)
+
+
+class TuningReport(msgspec.Struct, kw_only=True):
+    """A tuning job's report; `headline` holds the sentences a reader must see first."""
+
+    job: ReportJob
+    rounds: list[ReportRound] = msgspec.field(default_factory=list)
+    skipped: list[SkippedStep] = msgspec.field(default_factory=list)
+    final: ReportFinal | None = None
+    slo: ReportSLO | None = None
+    headline: list[str] = msgspec.field(default_factory=list)
+    # For a job that missed its SLO: the capacity that would meet each missed rate target.
+    capacity: list[str] = msgspec.field(default_factory=list)
+    format: int = REPORT_FORMAT
+
+
+def report_round(round_: Round) -> ReportRound:
+    """A round as the report shows it: the mean over its repeats, without per-request samples."""
     decision = round_.decision
-    return {
-        "index": round_.index,
-        "technique": round_.technique,
-        "state": round_.state.value,
-        "retry_of": round_.retry_of,
-        "delta": None if round_.delta is None else msgspec.to_builtins(round_.delta),
-        "verdict": None if decision is None else decision.verdict.value,
-        "pattern": None if decision is None else decision.pattern.value,
-        "reasons": [] if decision is None else list(decision.reasons),
-        "figures": {} if decision is None else _plain(decision.figures),
-        "repeats": len(round_.results),
-        # Figures are the means over the round's repeats, as the policy judged them.
-        "result": None if not round_.results else _result_json(mean_result(round_.results)),
-    }
+    result = None
+    if round_.results:
+        result = msgspec.structs.replace(mean_result(round_.results), samples=type(round_.results[0].samples)())
+    return ReportRound(
+        index=round_.index, technique=round_.technique, state=round_.state.value, retry_of=round_.retry_of,
+        delta=round_.delta, verdict=None if decision is None else decision.verdict.value,
+        pattern=None if decision is None else decision.pattern.value,
+        reasons=[] if decision is None else list(decision.reasons),
+        figures={} if decision is None else _plain(decision.figures), repeats=len(round_.results),
+        result=result, source=_source(round_.results))
+
+
+def _source(results: list[RoundResult]) -> str | None:
+    if not results:
+        return None
+    provenance = results[0].provenance
+    source = provenance.source.value
+    return f"{source} ({provenance.cost_model})" if provenance.cost_model else source
 
 
 def _plain(value: Any) -> Any:
@@ -73,105 +128,31 @@ def _plain(value: Any) -> Any:
     return item() if callable(item) else str(value)
 
 
-def _result_json(result: RoundResult) -> dict[str, Any]:
-    body = msgspec.to_builtins(result)
-    body.pop("samples", None)  # per-request samples are for the policy, not the report
+def progress_report(job: Job, rounds: list[Round], *, stop_reason: str | None = None,
+                    scenario: str = "") -> TuningReport:
+    """The report of a job that has no final report (yet): its job line and every round so far."""
+    used = sum(1 for r in rounds if r.delta is not None and r.results and r.state is not RoundState.INTERRUPTED)
+    return TuningReport(
+        job=ReportJob(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state.value,
+                      stop_reason=stop_reason or job.stop_reason, scenario=scenario, rounds_used=used,
+                      created_at=job.created_at, finished_at=job.finished_at),
+        rounds=[report_round(r) for r in rounds])
+
+
+def load_report(raw: Any) -> TuningReport | None:
+    """A stored report as a `TuningReport` (this format or the earlier one); None for anything else."""
+    if raw is None:
+        return None
+    try:
+        return msgspec.convert(raw, TuningReport)
+    except (msgspec.ValidationError, TypeError):
+        return None
+
+
+def report_json(report: TuningReport) -> dict[str, Any]:
+    """The report as plain JSON-ready values."""
+    body: dict[str, Any] = msgspec.to_builtins(report)
+    for round_ in body["rounds"]:
+        if round_.get("result"):
+            round_["result"].pop("samples", None)  # per-request samples are for the policy, not the report
     return body
-
-
-# -- Markdown ----------------------------------------------------------------------------------------------
-
-_COLUMNS: list[tuple[str, str, Any]] = [
-    ("Output tok/s", "{:.0f}", lambda r: r.bench.output_throughput),
-    ("req/s", "{:.2f}", lambda r: r.bench.request_throughput),
-    ("Median TTFT (ms)", "{:.0f}", lambda r: r.bench.median_ttft_ms),
-    ("P99 TTFT (ms)", "{:.0f}", lambda r: r.bench.p99_ttft_ms),
-    ("Median ITL (ms)", "{:.1f}", lambda r: r.bench.median_itl_ms),
-    ("hit rate", "{:.2f}", lambda r: r.server.cache_hit_rate),
-    ("failure", "{:.2%}", lambda r: r.failure_rate),
-]
-
-
-def report_markdown(outcome: TuningOutcome) -> str:
-    """Per round: technique, headline metrics, change vs the baseline it was judged against, decision."""
-    job = outcome.job
-    lines = [f"# Tuning report: {job.playbook} on {outcome.initial.name}", "",
-             f"Job `{job.id}` on runner `{job.runner}`: **{job.state.value}** ({job.stop_reason}). "
-             f"{outcome.budget.rounds_used} of {outcome.budget.max_rounds} rounds, "
-             f"{outcome.budget.gpu_minutes_used:.1f} GPU-minutes.", "", "## Rounds", ""]
-    lines += _rounds_table(job.rounds)
-    lines += ["", "## Decisions", ""]
-    for round_ in job.rounds:
-        if round_.decision is not None:
-            summary = round_.delta.summary if round_.delta else "starting point"
-            lines.append(f"- Round {round_.index} ({round_.technique}: {summary}): "
-                         f"**{round_.decision.verdict.value}**. {' '.join(round_.decision.reasons)}")
-    if outcome.skipped:
-        lines += ["", "## Steps not run", ""]
-        lines += [f"- {s.technique}: {s.reason}" for s in outcome.skipped]
-    lines += ["", "## SLO assessment", ""]
-    lines += _slo_lines(outcome)
-    lines += ["", "## Final configuration", "", *_launch_lines(outcome)]
-    for name, content in outcome.artifacts.items():
-        lines += ["", f"### {name}", "", "```", content.rstrip("\n"), "```"]
-    return "\n".join(lines) + "\n"
-
-
-def _rounds_table(rounds: list[Round]) -> list[str]:
-    header = ["Round", "Technique", *[c[0] for c in _COLUMNS], "Change vs baseline", "Decision"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    baseline: RoundResult | None = None
-    first: RoundResult | None = None
-    for round_ in rounds:
-        result = mean_result(round_.results) if round_.results else None
-        cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
-        cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
-        cells.append(_change(baseline, result) if baseline and result else "-")
-        verdict = round_.decision.verdict.value if round_.decision else round_.state.value
-        cells.append(verdict)
-        lines.append("| " + " | ".join(cells) + " |")
-        if round_.decision and round_.decision.verdict.keeps_candidate() and result is not None:
-            baseline = result
-            first = first or result
-    if first is not None and baseline is not None and first is not baseline:
-        lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, baseline)} | |")
-    return lines
-
-
-def _change(before: RoundResult, after: RoundResult) -> str:
-    parts = []
-    for label, read in (("tok/s", lambda r: r.bench.output_throughput), ("p99 TTFT", lambda r: r.bench.p99_ttft_ms),
-                        ("median ITL", lambda r: r.bench.median_itl_ms)):
-        old, new = read(before), read(after)
-        if old:
-            parts.append(f"{label} {100.0 * (new - old) / old:+.1f}%")
-    return ", ".join(parts)
-
-
-def _slo_lines(outcome: TuningOutcome) -> list[str]:
-    if not outcome.slo_checks:
-        return ["No SLO targets were set."]
-    lines = []
-    for check in outcome.slo_checks:
-        unit = UNITS.get(check.name, "")
-        actual = "unmeasured" if check.actual is None else f"{check.actual:.4g}{unit}"
-        mark = "met" if check.met else "NOT met"
-        lines.append(f"- {check.name}: {actual} against {check.target:.4g}{unit}: {mark}")
-    lines.append(f"- Overall: {'met' if outcome.slo_met else 'NOT met'}")
-    return lines
-
-
-def _launch_lines(outcome: TuningOutcome) -> list[str]:
-    lines = [f"Model `{outcome.final.model}`; {outcome.final.deployment.total_gpus()} GPUs.", ""]
-    if outcome.launch_refused:
-        return [*lines, "Launch commands were refused by the flag catalogue:", "", *outcome.launch_refused]
-    lines.append("```")
-    commands: list[LaunchCommand] = list(outcome.launch_commands)
-    if outcome.router_command is not None:
-        commands.append(outcome.router_command)
-    for command in commands:
-        env = " ".join(f"{k}={v}" for k, v in command.env.items())
-        lines.append(f"# {command.name} on {command.host}")
-        lines.append((env + " " if env else "") + shlex.join(command.argv))
-    lines.append("```")
-    return lines

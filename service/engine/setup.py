@@ -1,4 +1,8 @@
-"""Wiring a job from a plugin host: which techniques, runner, policy and cost models it runs with."""
+"""Wiring a job from a plugin host: which techniques, runner, policy and cost models it runs with.
+
+The cost model is chosen here and only here, for `round`, `tune` and the service alike: the one asked
+for by name, else the first plugin's `select_cost_model` answer, else the runner's own preference.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,18 @@ from typing import Any
 from service.components import Playbook, RoundContext
 from service.domain import Scenario
 from service.engine.events import EventCallback
+from service.engine.journal import RoundJournal
 from service.engine.loop import EngineParts, TuningEngine
 from service.engine.outcome import TuningOutcome
 
 DEFAULT_RUNNER = "simulated"
 DEFAULT_POLICY = "casebook"
+
+
+def round_context(host: Any, scenario: Scenario, cost_model: str | None = None) -> RoundContext:
+    """The registered cost models and the one this scenario's rounds use."""
+    selected = cost_model or host.hook.select_cost_model(gpu=scenario.hardware.gpu, model=scenario.model)
+    return RoundContext(cost_models=host.components("cost_model"), cost_model=selected)
 
 
 def parts_from_host(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,
@@ -22,16 +33,16 @@ def parts_from_host(host: Any, playbook: Playbook, scenario: Scenario, *, runner
     techniques = host.components("technique")
     for name in playbook.techniques:
         host.get("technique", name)  # raises with the nearest valid name
-    selected = cost_model or host.hook.select_cost_model(gpu=scenario.hardware.gpu, model=scenario.model)
-    context = RoundContext(cost_models=host.components("cost_model"), cost_model=selected)
     return EngineParts(techniques=techniques, runner=chosen_runner, policy=chosen_policy,
-                       round_context=context, hook=host.hook)
+                       round_context=round_context(host, scenario, cost_model), hook=host.hook)
 
 
 async def run_playbook(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,
                        policy: str | None = None, seed: int = 0, repeats: int | None = None,
-                       callback: EventCallback | None = None) -> TuningOutcome:
+                       callback: EventCallback | None = None, journal: RoundJournal | None = None,
+                       job_id: str | None = None) -> TuningOutcome:
     """Run `playbook` on `scenario` with the host's components and return the outcome."""
     parts = parts_from_host(host, playbook, scenario, runner=runner, policy=policy)
-    engine = TuningEngine(parts, playbook, scenario, seed=seed, repeats=repeats, callback=callback)
+    engine = TuningEngine(parts, playbook, scenario, seed=seed, repeats=repeats, callback=callback,
+                          journal=journal, job_id=job_id)
     return await engine.run()

@@ -8,13 +8,17 @@ from service.domain import Job, JobState, Round, RoundState
 
 _JOB_MOVES: dict[JobState, frozenset[JobState]] = {
     JobState.QUEUED: frozenset({JobState.RUNNING, JobState.CANCELLED}),
-    JobState.RUNNING: frozenset({JobState.PAUSED, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.RUNNING: frozenset({JobState.PAUSED, JobState.SUCCEEDED, JobState.SLO_NOT_MET, JobState.FAILED,
+                                 JobState.CANCELLED}),
     JobState.PAUSED: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
 }
 
 _ROUND_MOVES: dict[RoundState, frozenset[RoundState]] = {
     RoundState.PENDING: frozenset({RoundState.RUNNING, RoundState.INTERRUPTED}),
-    RoundState.RUNNING: frozenset({RoundState.FINISHED, RoundState.FAILED, RoundState.INTERRUPTED}),
+    RoundState.RUNNING: frozenset({RoundState.MEASURED, RoundState.FINISHED, RoundState.FAILED,
+                                   RoundState.INTERRUPTED}),
+    # A measured alternative waits for its group's decision; a restart keeps its results.
+    RoundState.MEASURED: frozenset({RoundState.FINISHED, RoundState.FAILED}),
 }
 
 

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 
+from service.domain import JobState
+from service.engine import load_report, shell_line
 from service.mcp.inputs import CompareRoundsInput, GetJobInput, JobInput, JobRoundInput, StartTuningJobInput
 from service.mcp.tools import ToolInputError, ToolResult, bounded
 
@@ -133,18 +136,21 @@ async def get_job(jobs: ServiceJobs, args: GetJobInput) -> ToolResult:
     return ToolResult(summary=summary, data=bounded_data, truncated=truncated, links=_job_links(jobs, args.job_id))
 
 
-FINISHED = ("succeeded", "failed", "cancelled")
+FINISHED = tuple(state.value for state in JobState if state.is_terminal())
 
 
-def _final(report: dict[str, Any]) -> dict[str, Any]:
+def _final(body: dict[str, Any]) -> dict[str, Any]:
     """The final deployment's launch commands (as argv lists and as shell lines), the SLO check, what was kept."""
-    engine = report.get("final") if isinstance(report.get("final"), dict) else {}
-    final = engine.get("final") or {}
-    processes = [*(final.get("launch_commands") or []), *filter(None, [final.get("router_command")])]
-    commands = [" ".join([*(f"{k}={v}" for k, v in (p.get("env") or {}).items()), *p.get("argv", [])])
-                for p in processes]
-    return {"launch_commands": final.get("launch_commands") or [], "router_command": final.get("router_command"),
-            "commands": commands, "slo": engine.get("slo"), "kept": (engine.get("job") or {}).get("accepted")}
+    report = load_report(body)
+    if report is None:
+        return {"launch_commands": [], "router_command": None, "commands": [], "slo": None, "kept": [],
+                "headline": []}
+    final = report.final
+    commands = [] if final is None else [*final.launch_commands, *filter(None, [final.router_command])]
+    return {"launch_commands": msgspec.to_builtins(final.launch_commands) if final else [],
+            "router_command": msgspec.to_builtins(final.router_command) if final else None,
+            "commands": [shell_line(c) for c in commands],
+            "slo": msgspec.to_builtins(report.slo), "kept": report.job.accepted, "headline": report.headline}
 
 
 async def cancel_job(jobs: ServiceJobs, args: JobInput) -> ToolResult:

@@ -46,6 +46,20 @@ class RoundQueries(StoreCore):
                 await self._append_event(conn, job_id, kind, body)
         await self._write(work)
 
+    async def record_event(self, job_id: str, owner: str, kind: str, body: dict[str, Any]) -> int:
+        """Append a job event (a step skipped, the job started) while `owner` holds the job; returns its id.
+
+        Raises:
+            LeaseLostError: `owner` no longer holds the job.
+        """
+        async def work(conn: AsyncConnection) -> int:
+            job = (await conn.execute(select(t.jobs.c.lease_owner, t.jobs.c.state)
+                                      .where(t.jobs.c.id == job_id))).first()
+            if job is None or job.lease_owner != owner or job.state != JobState.RUNNING.value:
+                raise LeaseLostError(f"job {job_id} is no longer leased to {owner}")
+            return await self._append_event(conn, job_id, kind, body)
+        return await self._write(work)
+
     async def list_rounds(self, job_id: str) -> list[Round]:
         """A job's rounds in order, interrupted ones included."""
         async def work(conn: AsyncConnection) -> list[Round]:
@@ -92,6 +106,8 @@ def _round_events(round_: Round, *, started: bool) -> list[tuple[str, dict[str, 
     found: list[tuple[str, dict[str, Any]]] = []
     if started:
         found.append(("round_started", _round_summary(round_)))
+    if round_.state is RoundState.MEASURED:
+        found.append(("round_measured", {**_round_summary(round_), "repeats": len(round_.results)}))
     if round_.state.is_terminal():
         found.append(("round_finished", _round_summary(round_)))
         if round_.decision is not None:

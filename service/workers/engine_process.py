@@ -3,8 +3,8 @@
 The simulator's rounds are CPU-bound Python. On threads of the service process, twenty of them share the
 interpreter lock with the event loop, and every API request waits behind them (`bench/api.py` measured a
 P99 of seconds for `GET /v1/jobs/{id}`). In a child process niced below the service, a job uses only the
-CPU the API leaves idle. The child reports each round over a pipe and waits for the parent to commit it
-before the next measurement starts, so the durability promise of `JobExecutor` holds unchanged.
+CPU the API leaves idle. The child's journal is its pipe: it sends each round and event and waits for the
+parent to commit it before the engine goes on, so the durability promise of `JobExecutor` holds unchanged.
 
 Idle-class children still cost the API latency when they run on every CPU: a CPU busy with them counts
 as idle when the kernel places a waking task, so the API's event loop wakes onto it and waits up to a
@@ -13,8 +13,9 @@ scheduler tick (4 ms at HZ=250) for the child to be preempted, several times per
 free for the event loop; on a machine with no more CPUs than that, they may use every CPU.
 
 Children fork from a forkserver that has already imported the engine, so a job starts in milliseconds
-without inheriting the service's threads. A cancelled job's child is terminated; a child whose parent
-dies finds its pipe closed at its next round and exits.
+without inheriting the service's threads. A stop reaches the child as a signal (SIGUSR1: cancel, SIGUSR2:
+pause for a restart); its engine ends the job at the next safe point and sends its report. A child whose
+parent dies finds its pipe closed at its next journal entry and exits.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import signal
 from multiprocessing.connection import Connection
 
 import msgspec
 
-from service.domain import Job, Round, Scenario
+from service.domain import Job, JobState, Round
+from service.engine import JobEvent, RoundJournal, TuningReport
 from service.plugin_host import PluginHost
-from service.workers.engine_executor import EngineExecutor
-from service.workers.executor import JobOutcome, RoundSink
+from service.workers.engine_executor import EngineExecutor, build_engine, run_job
 
 # Niceness added to job processes (the lowest priority): the API process wins the CPU whenever it has work.
 JOB_NICENESS = 19
@@ -41,12 +43,33 @@ SERVING_CPUS = 1
 class _Message(msgspec.Struct, array_like=True):
     kind: str
     round: Round | None = None
-    outcome: JobOutcome | None = None
+    event: JobEvent | None = None
+    report: TuningReport | None = None
     error: str | None = None
 
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(_Message).decode
+# A stop reaches the child as a signal: the engine ends the job as asked at its next safe point.
+_STOP_SIGNALS = {JobState.CANCELLED: signal.SIGUSR1, JobState.PAUSED: signal.SIGUSR2}
+
+
+class PipeJournal:
+    """The child's journal: each entry goes to the service over the pipe, which answers once it is committed."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def record_round(self, round_: Round, /) -> None:
+        self._send(_Message("round", round=round_))
+
+    async def record_event(self, event: JobEvent, /) -> None:
+        self._send(_Message("event", event=event))
+
+    def _send(self, message: _Message) -> None:
+        self.conn.send_bytes(_encode(message))
+        if self.conn.recv_bytes() != b"ok":  # the parent committed it; anything else means stop here
+            raise SystemExit(0)
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -78,25 +101,21 @@ def lower_job_priority(niceness: int, cpus: frozenset[int] | None) -> None:
 
 
 def _job_main(conn: Connection, job_bytes: bytes, niceness: int, cpus: frozenset[int] | None = None) -> None:
-    """The child: rebuild the job, run the engine, send each round and wait for its commit."""
+    """The child: rebuild the job, run (or resume) the engine journaling over the pipe, send the report."""
     lower_job_priority(niceness, cpus)
     job = msgspec.msgpack.decode(job_bytes, type=Job)
-    if isinstance(job.scenario, dict):
-        job.scenario = msgspec.convert(job.scenario, Scenario)
-
-    async def on_round(round_: Round) -> None:
-        conn.send_bytes(_encode(_Message("round", round=round_)))
-        if conn.recv_bytes() != b"ok":  # the parent committed it; anything else means stop
-            raise SystemExit(0)
-
+    engine = build_engine(PluginHost(), job, PipeJournal(conn))
+    for state, number in _STOP_SIGNALS.items():
+        reason = "cancelled by a user" if state is JobState.CANCELLED else "the service is stopping"
+        signal.signal(number, lambda *_, state=state, reason=reason: engine.stop(state, reason))
     try:
-        outcome = asyncio.run(EngineExecutor(PluginHost())._run(job, on_round))
+        report = asyncio.run(run_job(engine, job))
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the service went away; its next start resumes the job from the committed rounds
     except Exception as exc:  # noqa: BLE001 - the parent fails the job with the message
         conn.send_bytes(_encode(_Message("error", error=f"{type(exc).__name__}: {exc}")))
         return
-    conn.send_bytes(_encode(_Message("done", outcome=outcome)))
+    conn.send_bytes(_encode(_Message("done", report=report)))
 
 
 class ProcessEngineExecutor:
@@ -115,6 +134,20 @@ class ProcessEngineExecutor:
         self.niceness = niceness
         self.cpus = job_cpus(serving_cpus)
         self._context = _context()
+        self._children: dict[str, multiprocessing.process.BaseProcess] = {}
+
+    def stop(self, job_id: str, state: JobState, reason: str) -> bool:
+        """Signal the child of `job_id` (or the in-process engine) to end as `state`."""
+        process = self._children.get(job_id)
+        if process is None or process.pid is None:
+            return self.in_process.stop(job_id, state, reason)
+        number = _STOP_SIGNALS.get(state)
+        if number is None:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, number)
+            return True
+        return False
 
     def runs_in_child(self, job: Job) -> bool:
         """Whether `job`'s runner is pure computation, safe to run (and terminate) in a child process."""
@@ -124,10 +157,10 @@ class ProcessEngineExecutor:
             return False
         return not (capabilities.restarts_servers or capabilities.needs_gpu or capabilities.measures_real_gpus)
 
-    async def run(self, job: Job, on_round: RoundSink) -> JobOutcome:
-        """Run `job`; rounds are committed through `on_round` before the engine goes on."""
+    async def run(self, job: Job, journal: RoundJournal) -> TuningReport:
+        """Run `job`; every journal entry is committed before the engine goes on."""
         if not self.runs_in_child(job):
-            return await self.in_process.run(job, on_round)
+            return await self.in_process.run(job, journal)
         parent, child = self._context.Pipe()
         process = self._context.Process(target=_job_main, name=f"sglang-tuner-{job.id}", daemon=True,
                                         args=(child, msgspec.msgpack.encode(job), self.niceness, self.cpus))
@@ -135,9 +168,11 @@ class ProcessEngineExecutor:
         starting = asyncio.ensure_future(asyncio.to_thread(process.start))
         try:
             await asyncio.shield(starting)
+            self._children[job.id] = process
             child.close()
-            return await self._follow(parent, on_round)
+            return await self._follow(parent, journal)
         finally:
+            self._children.pop(job.id, None)
             with contextlib.suppress(BaseException):
                 await starting  # cancelled while starting: the child must exist before it can be stopped
             child.close()
@@ -148,7 +183,7 @@ class ProcessEngineExecutor:
                 await asyncio.to_thread(process.join, 5)
             parent.close()
 
-    async def _follow(self, conn: Connection, on_round: RoundSink) -> JobOutcome:
+    async def _follow(self, conn: Connection, journal: RoundJournal) -> TuningReport:
         while True:
             await _readable(conn)
             try:
@@ -156,10 +191,13 @@ class ProcessEngineExecutor:
             except EOFError as exc:
                 raise RuntimeError("the job process exited without a result") from exc
             if message.kind == "round" and message.round is not None:
-                await on_round(message.round)
+                await journal.record_round(message.round)
                 conn.send_bytes(b"ok")
-            elif message.kind == "done" and message.outcome is not None:
-                return message.outcome
+            elif message.kind == "event" and message.event is not None:
+                await journal.record_event(message.event)
+                conn.send_bytes(b"ok")
+            elif message.kind == "done" and message.report is not None:
+                return message.report
             else:
                 raise RuntimeError(message.error or f"unexpected message {message.kind!r} from the job process")
 

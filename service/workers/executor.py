@@ -1,15 +1,10 @@
-"""The contract between the durable workers and the tuning engine.
+"""The contract between the durable workers and whatever runs a job (the tuning engine, or a fake in tests).
 
-The engine satisfies `JobExecutor` structurally (it need not import this module): `run(job, on_round)`
-runs a tuning job and returns its outcome. Durability rests on two promises:
-
-- `on_round(round)` is awaited when a round starts and again when it finishes; it returns only after the
-  round is committed, so every round is stored before the next one starts.
-- `job.rounds` holds the rounds committed by earlier attempts. A resumed job continues after them; a round
-  recorded as `interrupted` (its worker died mid-round) is re-run as a new round with `retry_of` set.
-
-Cancelling the job cancels the `run` task: the executor sees `asyncio.CancelledError` at its current await,
-and should restore the last accepted deployment before letting it propagate.
+`run(job, journal)` runs a job to its ending and returns its `TuningReport`, whose `job.state` is the
+ending the engine decided. Durability rests on the journal: every round is written to it (and committed)
+before the next step, and `job.rounds` holds what earlier attempts wrote, so a resumed job continues after
+them. `stop(job_id, state, reason)` asks a running job to end as `state` (cancelled, or paused for a
+restart); it returns False when the executor does not run that job, and the workers then cancel the task.
 """
 
 from __future__ import annotations
@@ -20,56 +15,52 @@ from typing import Any, Protocol
 import msgspec
 
 from service.domain import Job, JobState, Round, Scenario
-from service.store import JobRecord
+from service.engine import JobEvent, RoundJournal, TuningReport
+from service.store import JobRecord, Store
 
-
-class RoundSink(Protocol):
-    """Commits one round (started or finished) before returning."""
-
-    async def __call__(self, round_: Round, /) -> None: ...
+# Job events the store writes itself (`finish_job`, `release_job`): the journal does not write them twice.
+_STORE_WRITES = frozenset({"job_finished", "round_started", "round_finished", "round_measured"})
 
 
 class JobExecutor(Protocol):
     """Runs one tuning job; the tuning engine provides the real one."""
 
-    async def run(self, job: Job, on_round: RoundSink) -> Any:
-        """Run `job` to its end and return a `JobOutcome` (or a `Job` in a terminal state)."""
+    async def run(self, job: Job, journal: RoundJournal) -> TuningReport:
+        """Run (or resume) `job` to its ending and return its report."""
+        ...
+
+    def stop(self, job_id: str, state: JobState, reason: str) -> bool:
+        """Ask the running `job_id` to end as `state`; False if this executor does not run it."""
         ...
 
 
-class JobOutcome(msgspec.Struct, kw_only=True):
-    """How a job ended: a terminal state, the reason in one sentence, and the report to keep."""
+class StoreJournal:
+    """The service's journal: each entry is committed under the job's lease before the engine goes on."""
 
-    state: JobState
-    stop_reason: str
-    report: Any = None
+    def __init__(self, store: Store, job_id: str, owner: str, *, on_round: Any = None) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.owner = owner
+        self._on_round = on_round
 
+    async def record_round(self, round_: Round, /) -> None:
+        await self.store.record_round(self.job_id, self.owner, round_)
+        if self._on_round is not None:
+            self._on_round(round_)
 
-def outcome_of(final: Any) -> JobOutcome:
-    """Normalise what an executor returned: a `JobOutcome`, a terminal `Job`, or a mapping with `state`."""
-    if isinstance(final, JobOutcome):
-        return final
-    if isinstance(final, Job):
-        report = getattr(final, "report", None)
-        return JobOutcome(state=final.state, stop_reason=final.stop_reason or "finished", report=report)
-    if isinstance(final, dict) and "state" in final:
-        return JobOutcome(state=JobState(final["state"]), stop_reason=str(final.get("stop_reason", "finished")),
-                          report=final.get("report"))
-    return JobOutcome(state=JobState.SUCCEEDED, stop_reason="finished", report=_plain(final))
+    async def record_event(self, event: JobEvent, /) -> None:
+        if event.kind in _STORE_WRITES:
+            return
+        body: dict[str, Any] = {"message": event.message}
+        if event.technique is not None:
+            body["technique"] = event.technique
+        await self.store.record_event(self.job_id, self.owner, event.kind, body)
 
 
 def to_domain_job(record: JobRecord, rounds: list[Round]) -> Job:
     """The domain `Job` an executor runs: the request's scenario decoded, committed rounds attached."""
     raw_scenario = record.request.get("scenario")
-    scenario = msgspec.convert(raw_scenario, Scenario) if isinstance(raw_scenario, dict) else raw_scenario
+    scenario = None if raw_scenario is None else msgspec.convert(raw_scenario, Scenario)
     return Job(id=record.id, playbook=record.playbook, runner=record.runner, state=JobState.RUNNING,
                scenario=scenario, rounds=rounds, created_at=datetime.fromtimestamp(record.created_at, UTC),
-               kind="round" if record.kind == "round" else "tune")
-
-
-def _plain(value: Any) -> Any:
-    try:
-        return msgspec.to_builtins(value)
-    except TypeError:
-        return repr(value)
-
+               kind="round" if record.kind == "round" else "tune", seed=int(record.request.get("seed") or 0))

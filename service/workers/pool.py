@@ -12,14 +12,19 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from secrets import token_hex
+from typing import Any
+
+import msgspec
 
 from service.domain import JobState, Round, RoundState
+from service.engine import JobEvent, TuningReport, progress_report
 from service.logs import get_logger
 from service.store import JobRecord, LeaseLostError, Store
 from service.workers.bell import EventBell
-from service.workers.executor import JobExecutor, outcome_of, to_domain_job
+from service.workers.executor import JobExecutor, StoreJournal, to_domain_job
 from service.workers.metrics import ServiceMetrics
 
 log = get_logger(__name__)
@@ -38,6 +43,8 @@ class WorkerSettings:
     heartbeat_seconds: float = 10.0
     poll_seconds: float = 1.0
     reap_every_seconds: float = 15.0
+    # How long a stopped job may take to reach a safe point and journal its ending before it is cancelled.
+    stop_grace_seconds: float = 30.0
 
 
 def instance_name() -> str:
@@ -62,7 +69,7 @@ class JobWorkers:
         self.bell = bell or EventBell()
         self.owner = owner or instance_name()
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._runs: dict[str, asyncio.Task[object]] = {}
+        self._runs: dict[str, asyncio.Task[TuningReport]] = {}
         self._stop_reason: dict[str, str] = {}
         self._committing: set[str] = set()
         self._deferred_cancel: set[str] = set()
@@ -140,27 +147,19 @@ class JobWorkers:
             self.bell.ring()
             self.wake()  # the freed slot or resource may let a queued job start
 
-    async def _execute(self, record: JobRecord, rounds: list[Round]) -> object:
-        async def on_round(round_: Round) -> None:
-            # A cancel never lands mid-commit: it waits for the round to be stored, then takes effect.
-            self._committing.add(record.id)
-            try:
-                await self.store.record_round(record.id, self.owner, round_)
-            finally:
-                self._committing.discard(record.id)
+    async def _execute(self, record: JobRecord, rounds: list[Round]) -> TuningReport:
+        def committed(round_: Round) -> None:
             self._observe_round(record.runner, round_)
             self.bell.ring()
-            if record.id in self._deferred_cancel:
-                self._deferred_cancel.discard(record.id)
-                raise asyncio.CancelledError
 
-        return await self.executor.run(to_domain_job(record, rounds), on_round)
+        journal = _GuardedJournal(StoreJournal(self.store, record.id, self.owner, on_round=committed), self,
+                                  record.id)
+        return await self.executor.run(to_domain_job(record, rounds), journal)
 
-    async def _settle(self, record: JobRecord, run: asyncio.Task[object]) -> None:
+    async def _settle(self, record: JobRecord, run: asyncio.Task[TuningReport]) -> None:
         try:
-            outcome = outcome_of(await run)
-            await self.store.finish_job(record.id, self.owner, outcome.state, outcome.stop_reason, outcome.report)
-            log.info("job_finished", job=record.id, state=outcome.state.value, reason=outcome.stop_reason)
+            report = await run
+            await self._record_ending(record, report)
         except asyncio.CancelledError:
             await self._after_cancel(record)
         except LeaseLostError:
@@ -172,24 +171,35 @@ class JobWorkers:
                 await self.store.finish_job(record.id, self.owner, JobState.FAILED,
                                             f"the tuning engine raised {type(exc).__name__}: {exc}")
 
+    async def _record_ending(self, record: JobRecord, report: TuningReport) -> None:
+        """Store the ending the engine decided: paused jobs go back to the queue, the others finish."""
+        state = JobState(report.job.state)
+        reason = report.job.stop_reason or state.value
+        if state is JobState.PAUSED:
+            await self.store.release_job(record.id, self.owner)
+            log.info("job_released", job=record.id, detail="service stopping; the job resumes on next start")
+            return
+        if not state.is_terminal():
+            state, reason = JobState.FAILED, f"the executor returned a job in state {state.value}"
+        await self.store.finish_job(record.id, self.owner, state, reason, msgspec.to_builtins(report))
+        log.info("job_finished", job=record.id, state=state.value, reason=reason)
+
     async def _after_cancel(self, record: JobRecord) -> None:
+        """The run was cancelled without the engine's ending (it did not stop in time, or cannot be asked)."""
         reason = self._stop_reason.get(record.id, "shutdown")
         with contextlib.suppress(LeaseLostError):
             if reason == "cancel":
+                partial = progress_report(to_domain_job(record, []), await self.store.list_rounds(record.id),
+                                          stop_reason="cancelled by a user")
+                partial.job.state = JobState.CANCELLED.value
                 await self.store.finish_job(record.id, self.owner, JobState.CANCELLED, "cancelled by a user",
-                                            await self._cancel_report(record.id))
+                                            msgspec.to_builtins(partial))
                 log.info("job_cancelled", job=record.id)
             elif reason == "shutdown":
                 await self.store.release_job(record.id, self.owner)
                 log.info("job_released", job=record.id, detail="service stopping; the job resumes on next start")
 
-    async def _cancel_report(self, job_id: str) -> dict[str, object]:
-        rounds = await self.store.list_rounds(job_id)
-        accepted = [r.index for r in rounds if r.decision is not None and r.decision.verdict.keeps_candidate()]
-        return {"cancelled": True, "last_accepted_round": accepted[-1] if accepted else None,
-                "note": "the deployment in force is the one of the last accepted round"}
-
-    async def _heartbeat(self, job_id: str, run: asyncio.Task[object]) -> None:
+    async def _heartbeat(self, job_id: str, run: asyncio.Task[TuningReport]) -> None:
         while not run.done():
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
@@ -219,11 +229,52 @@ class JobWorkers:
             self._cancel_run(job_id, "cancel")
 
     def _cancel_run(self, job_id: str, reason: str) -> None:
+        """Ask the engine to end the job (it journals the ending); cancel the task if it cannot, or is too slow."""
         self._stop_reason[job_id] = reason
         run = self._runs.get(job_id)
         if run is None:
+            return
+        ending = _ENDINGS.get(reason)
+        if ending is not None and self.executor.stop(job_id, *ending):
+            asyncio.get_running_loop().call_later(self.settings.stop_grace_seconds, self._hard_cancel, job_id)
+            return
+        self._hard_cancel(job_id)
+
+    def _hard_cancel(self, job_id: str) -> None:
+        run = self._runs.get(job_id)
+        if run is None or run.done():
             return
         if job_id in self._committing:
             self._deferred_cancel.add(job_id)
         else:
             run.cancel()
+
+
+# Why a run is stopped -> the ending the engine is asked for.
+_ENDINGS = {"cancel": (JobState.CANCELLED, "cancelled by a user"),
+            "shutdown": (JobState.PAUSED, "the service is stopping; the job resumes on its next start")}
+
+
+class _GuardedJournal:
+    """The store journal, with a hard cancel held back until the entry being written is committed."""
+
+    def __init__(self, inner: StoreJournal, workers: JobWorkers, job_id: str) -> None:
+        self.inner = inner
+        self.workers = workers
+        self.job_id = job_id
+
+    async def record_round(self, round_: Round, /) -> None:
+        await self._guard(self.inner.record_round(round_))
+
+    async def record_event(self, event: JobEvent, /) -> None:
+        await self._guard(self.inner.record_event(event))
+
+    async def _guard(self, write: Coroutine[Any, Any, None]) -> None:
+        self.workers._committing.add(self.job_id)
+        try:
+            await write
+        finally:
+            self.workers._committing.discard(self.job_id)
+        if self.job_id in self.workers._deferred_cancel:
+            self.workers._deferred_cancel.discard(self.job_id)
+            raise asyncio.CancelledError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -27,6 +27,8 @@ class JobRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scenario: dict[str, Any] | None = None
     resource: str | None = None
     kind: Literal["tune", "round"] = "tune"
+    # Base traffic seed; repeats use seed, seed + 1, ... (`sglang-tuner tune --seed` gives the same job).
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
 
 
 class JobRequestError(ValueError):

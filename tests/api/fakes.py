@@ -24,7 +24,7 @@ from service import (
     hookimpl,
 )
 from service.domain import Job, JobState, RoundState, RoundStatus
-from service.workers.executor import JobOutcome, RoundSink
+from service.engine import RoundJournal, TuningReport, progress_report
 
 
 class SimRunner(Runner):
@@ -61,8 +61,14 @@ class FakeExecutor:
     fail: bool = False
     started: list[str] = field(default_factory=list)
 
-    async def run(self, job: Job, on_round: RoundSink) -> JobOutcome:
+    async def run(self, job: Job, journal: RoundJournal) -> TuningReport:
         self.started.append(job.id)
+        ran = {r.index: r for r in job.rounds}
+
+        async def on_round(round_: Round) -> None:
+            await journal.record_round(round_)
+            ran[round_.index] = round_
+
         index = len(job.rounds)
         retries = [r.index for r in job.rounds if r.state == RoundState.INTERRUPTED]
         done = sum(r.state == RoundState.FINISHED for r in job.rounds)
@@ -72,9 +78,13 @@ class FakeExecutor:
             index, done = index + 1, done + 1
         if self.fail:
             raise RuntimeError("runner exploded")
-        return JobOutcome(state=JobState.SUCCEEDED, stop_reason="slo met", report={"rounds": done})
+        job.state, job.stop_reason = JobState.SUCCEEDED, "slo met"
+        return progress_report(job, [ran[i] for i in sorted(ran)])
 
-    async def _round(self, on_round: RoundSink, index: int, retry_of: int | None) -> None:
+    def stop(self, job_id: str, state: JobState, reason: str) -> bool:
+        return False  # the workers cancel the task instead
+
+    async def _round(self, on_round, index: int, retry_of: int | None) -> None:
         started = datetime.now(UTC)
         await on_round(Round(index=index, technique="chunked_prefill", delta=None, state=RoundState.RUNNING,
                              started_at=started, retry_of=retry_of))

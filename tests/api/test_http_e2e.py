@@ -51,8 +51,8 @@ def test_job_over_http_with_sse_to_completion_and_report(service: Service) -> No
         assert events[0] == "job_queued" and events[-1] == "job_finished"
         assert {"round_started", "round_finished", "decision"} <= set(events)
         report = client.get(f"/v1/jobs/{job['id']}/report").json()
-        assert report["state"] == "succeeded" and report["rounds"][0]["technique"] == "baseline"
-        assert report["final"]["final"]["launch_commands"]
+        assert report["job"]["state"] == "succeeded" and report["rounds"][0]["technique"] == "baseline"
+        assert report["final"]["launch_commands"] and report["headline"][0].startswith("**succeeded**")
         page = client.get(f"/v1/jobs/{job['id']}/report", params={"format": "html"})
         assert "<svg" in page.text
 

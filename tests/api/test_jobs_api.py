@@ -50,9 +50,10 @@ def test_job_runs_to_completion_with_rounds_and_report(client: TestClient, token
     assert [(r["index"], r["state"], r["decision"]["verdict"]) for r in rounds] == [
         (0, "finished", "accept"), (1, "finished", "accept"), (2, "finished", "accept")]
     report = client.get(f"/v1/jobs/{created['id']}/report", headers=auth(tokens["read"])).json()
-    assert report["final"] == {"rounds": 3} and report["rounds"][2]["figures"]["output_throughput"] == 1002.0
+    assert report["job"]["state"] == "succeeded" and report["job"]["stop_reason"] == "slo met"
+    assert report["rounds"][2]["result"]["bench"]["output_throughput"] == 1002.0
     markdown = client.get(f"/v1/jobs/{created['id']}/report?format=markdown", headers=auth(tokens["read"]))
-    assert "| 2 | chunked_prefill | finished | accept |" in markdown.text
+    assert "| 2 | chunked_prefill | 1002 |" in markdown.text and "| accept | simulated |" in markdown.text
     page = client.get(f"/v1/jobs/{created['id']}/report", headers={**auth(tokens["read"]), "Accept": "text/html"})
     assert page.headers["content-type"].startswith("text/html") and "<svg" in page.text
 

@@ -73,7 +73,10 @@ async def test_a_cancel_seen_by_heartbeat_stops_a_job_run_by_another_instance(st
         await _until(lambda: _state_is(store, job.id, JobState.CANCELLED))
     finally:
         await workers.stop()
-    assert (await store.get_job(job.id)).report["cancelled"] is True
+    report = (await store.get_job(job.id)).report
+    assert report["job"]["state"] == "cancelled" and report["job"]["stop_reason"] == "cancelled by a user"
+    assert [r["index"] for r in report["rounds"]] == [0]  # the round cut off by the cancel is in the report
+    assert (await store.list_rounds(job.id))[0].state == RoundState.INTERRUPTED
 
 
 async def test_own_loop_runs_in_another_thread_and_carries_cancellation() -> None:

@@ -144,7 +144,7 @@ def test_report_quotes_figures_averaged_over_repeats() -> None:
     assert (mean.bench.output_throughput, mean.bench.p99_ttft_ms) == (1000.0, 1100.0)
     outcome, _ = run(Routing(["cache_aware"]), routing_figures,
                      Playbook(name="p", techniques=["router_policy"], repeats=2))
-    report = report_json(outcome)
+    report = report_json(outcome.report)
     assert [r["repeats"] for r in report["rounds"]] == [2, 2]
     assert report["rounds"][1]["result"]["bench"]["output_throughput"] == 2741.0
     assert msgspec.json.encode(report)

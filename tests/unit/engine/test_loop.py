@@ -50,14 +50,17 @@ def test_every_round_uses_the_same_seeds_for_a_paired_comparison() -> None:
     assert [seed for _, seed in runner.calls] == [7, 8, 7, 8, 7, 8]
 
 
-def test_a_failed_measurement_is_never_accepted_and_four_in_a_row_pause_the_job() -> None:
+def test_a_failed_measurement_is_never_accepted_and_four_in_a_row_fail_the_job() -> None:
+    # The job needs a person once measurement keeps failing: it ends failed, the errors in its reason.
     runner = FakeRunner(chunk_figures, fail_after=1)
     outcome = run(parts(runner, SweepTechnique([8192, 4096, 2048, 1024, 512], one_at_a_time=False)),
                   Playbook(name="p", techniques=["sweep"]))
     candidates = outcome.job.rounds[1:]
     assert len(candidates) == MAX_CONSECUTIVE_ERRORS
     assert all(r.decision.verdict is Verdict.ERROR and r.state is RoundState.FAILED for r in candidates)
-    assert outcome.job.state is JobState.PAUSED
+    assert outcome.job.state is JobState.FAILED
+    assert outcome.job.stop_reason.startswith(f"measurement failed {MAX_CONSECUTIVE_ERRORS} times in a row: ")
+    assert outcome.report.job.state == "failed" and outcome.report.final is not None
     assert outcome.final.deployment.groups[0].server.chunked_prefill_size is None
 
 

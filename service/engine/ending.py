@@ -1,0 +1,88 @@
+"""How a job ends, decided once: succeeded, slo_not_met, failed (or cancelled / paused on request).
+
+A job that ran its course ends `succeeded` only when its final deployment meets every SLO target; one
+that misses a target ends `slo_not_met`, and its report says what capacity would meet a rate target at the
+per-GPU rate it measured (casebook capacity calculation: required throughput / measured per-GPU rate).
+A job whose starting deployment could never be measured, or whose measurements keep failing, ends
+`failed` with the measured errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from service.calc.throughput import completion_hours
+from service.domain import SLO, JobState, Round, RoundResult, RoundStatus, Scenario, SLOCheck
+from service.engine.budget import Budget
+from service.engine.measure import mean_result
+from service.engine.state import EngineState
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A terminal (or paused) state and the sentence that explains it."""
+
+    state: JobState
+    reason: str
+
+
+def decide_ending(state: EngineState, checks: list[SLOCheck], max_errors: int, rounds: list[Round],
+                  budget: Budget, ran_reason: str) -> Ending:
+    """The ending of a job that was not stopped from outside."""
+    if not state.baseline_measured:
+        errors = _errors(rounds)
+        return Ending(JobState.FAILED, f"the starting deployment could not be measured ({len(errors)} attempts): "
+                                       + (errors[-1] if errors else "no result"))
+    if state.errors_in_a_row >= max_errors:
+        errors = _errors(rounds)
+        return Ending(JobState.FAILED, f"measurement failed {state.errors_in_a_row} times in a row: "
+                                       + (errors[-1] if errors else "no result"))
+    missed = [c.name for c in checks if not c.met]
+    if missed:
+        return Ending(JobState.SLO_NOT_MET, f"{ran_reason}; the final deployment misses {', '.join(missed)}")
+    return Ending(JobState.SUCCEEDED, ran_reason)
+
+
+def _errors(rounds: list[Round]) -> list[str]:
+    return [r.error or f"measurement {r.status.value}" for round_ in rounds for r in round_.results
+            if r.status is not RoundStatus.OK]
+
+
+def capacity_needed(final: Scenario, results: list[RoundResult], checks: list[SLOCheck]) -> list[str]:
+    """For each missed rate or deadline target: the GPUs (replicas, nodes) that would meet it at the measured
+    per-GPU rate, assuming replicas scale linearly behind the router (the casebook's capacity calculation)."""
+    if not results:
+        return []
+    mean = mean_result(results)
+    gpus = final.deployment.total_gpus()
+    per_node = final.hardware.gpus_per_node
+    lines = []
+    for check in checks:
+        if check.met or check.actual is None or check.actual <= 0:
+            continue
+        factor = _scale(check, final.slo, mean)
+        if factor is None:
+            continue
+        needed = max(gpus, math.ceil(gpus * factor - 1e-9))
+        replicas = math.ceil(needed / max(1, _gpus_per_replica(final)))
+        lines.append(f"{check.name}: {check.actual:.4g} against {check.target:.4g} at {gpus} GPUs; at the measured "
+                     f"{mean.bench.output_throughput / gpus:.4g} output tok/s per GPU it needs about {needed} GPUs "
+                     f"({replicas} replicas of this deployment's workers, {math.ceil(needed / per_node)} nodes of "
+                     f"{per_node})")
+    return lines
+
+
+def _scale(check: SLOCheck, slo: SLO, mean: RoundResult) -> float | None:
+    """How many times the capacity the target needs; None for a latency target (more GPUs alone may not help)."""
+    if check.name in ("min_output_throughput", "min_request_throughput"):
+        return check.target / check.actual if check.actual else None
+    if check.name == "deadline_hours" and slo.deadline_output_tokens and mean.bench.output_throughput > 0:
+        hours = completion_hours(slo.deadline_output_tokens, mean.bench.output_throughput)
+        return hours / check.target if check.target > 0 else None
+    return None
+
+
+def _gpus_per_replica(final: Scenario) -> int:
+    replicas = sum(g.replicas for g in final.deployment.groups) or 1
+    return max(1, final.deployment.total_gpus() // replicas)

@@ -1,0 +1,83 @@
+"""Building the `TuningReport` of an ended job: the headline sentences first, then the casebook's tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.domain import Job, JobState, RoundResult, Scenario, SLOCheck
+from service.engine.budget import Budget
+from service.engine.ending import capacity_needed
+from service.engine.launch import LaunchCommand
+from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
+from service.engine.slo import UNITS
+from service.engine.state import EngineState
+
+
+@dataclass
+class FinalParts:
+    """The final deployment, the figures it was last measured with, and what it takes to launch it."""
+
+    scenario: Scenario
+    results: list[RoundResult]
+    launch_commands: list[LaunchCommand]
+    router_command: LaunchCommand | None
+    artifacts: dict[str, str]
+    launch_refused: list[str]
+
+
+def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState, budget: Budget,
+              checks: list[SLOCheck], *, seed: int) -> TuningReport:
+    """The report of `job` as it ended."""
+    met = all(c.met for c in checks)
+    capacity = capacity_needed(final.scenario, final.results, checks) if job.state is JobState.SLO_NOT_MET else []
+    head = ReportJob(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state.value,
+                     stop_reason=job.stop_reason, scenario=initial.name, seed=seed,
+                     rounds_used=budget.rounds_used, max_rounds=budget.max_rounds,
+                     gpu_minutes=round(budget.gpu_minutes_used, 3), accepted=list(state.kept),
+                     created_at=job.created_at, finished_at=job.finished_at)
+    deployment = ReportFinal(model=final.scenario.model, deployment=final.scenario.deployment,
+                             launch_commands=final.launch_commands, router_command=final.router_command,
+                             bench={"max_concurrency": final.scenario.bench.max_concurrency},
+                             artifacts=final.artifacts, launch_refused=final.launch_refused)
+    return TuningReport(job=head, rounds=[report_round(r) for r in job.rounds], skipped=list(state.skipped),
+                        final=deployment if state.baseline_measured else None,
+                        slo=ReportSLO(met=met, checks=checks),
+                        headline=_headline(job, checks, capacity, final, state), capacity=capacity)
+
+
+def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: FinalParts,
+              state: EngineState) -> list[str]:
+    lines = [f"**{job.state.value}**: {job.stop_reason}."]
+    if job.state is JobState.SLO_NOT_MET:
+        missed = [c for c in checks if not c.met]
+        lines.append("The final deployment does NOT meet its SLO: " + "; ".join(
+            f"{c.name} {_figure(c.actual, c.name)} against {_figure(c.target, c.name)}" for c in missed) + ".")
+        lines += [f"Capacity to meet it: {line}." for line in capacity]
+        if not capacity:
+            lines.append("More GPUs of the same deployment would not by themselves meet a latency target; "
+                         "see the rounds for the figure closest to it.")
+    elif job.state is JobState.SUCCEEDED and checks:
+        lines.append("The final deployment meets every SLO target.")
+    for round_ in job.rounds:
+        delta = round_.delta
+        if delta is None or round_.decision is None or not round_.decision.verdict.keeps_candidate():
+            continue
+        warning = _quality_warning(delta)
+        if warning:
+            lines.append(f"Round {round_.index} ({delta.summary}): {warning}.")
+    if final.launch_refused and state.baseline_measured:
+        lines.append("The flag catalogue refused the final launch commands: " + "; ".join(final.launch_refused))
+    return lines
+
+
+def _quality_warning(delta: object) -> str:
+    """A kept change whose output quality was never checked (for example FP8 without a quality result)."""
+    note = getattr(delta, "quality_note", None) or ""
+    return str(note)
+
+
+def _figure(value: float | None, name: str) -> str:
+    return "unmeasured" if value is None else f"{value:.4g}{UNITS.get(name, '')}"
+
+
+__all__ = ["FinalParts", "summarise"]

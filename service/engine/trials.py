@@ -1,0 +1,214 @@
+"""Measuring and judging rounds, writing each step to the journal, and stopping a job on request.
+
+Part of `TuningEngine` (its base class), kept apart so the loop reads as the casebook's procedure.
+
+A stop (`stop(state, reason)`, callable from any thread or a signal handler) takes effect at the next safe
+point: before a round or repeat starts, or at once when a measurement is running (it is cancelled, and the
+round recorded as interrupted). A journal write is never cut off half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from service.domain import Decision, JobState, Pattern, Round, RoundResult, RoundState, RoundStatus, Scenario, Verdict
+from service.engine.ending import Ending
+from service.engine.events import JobEvent
+from service.engine.measure import measure
+from service.engine.states import move_round
+
+if TYPE_CHECKING:
+    from service.domain import SLO, Job, Objective
+    from service.engine.budget import Budget
+    from service.engine.journal import RoundJournal
+    from service.engine.loop import EngineParts
+    from service.engine.state import EngineState
+
+
+# An inconclusive round is measured again on as many new seeds (both sides), up to this many times the
+# playbook's repeats, and decided on all of them (sequential testing, bounded by the budget).
+MAX_REPEAT_FACTOR = 2
+
+
+class Stopped(Exception):  # noqa: N818 - it is the condition, not a failure
+    """A stop was requested; the engine unwinds to its ending."""
+
+
+class JournalFailed(Exception):
+    """The journal could not store an entry (lease lost, pipe closed): the job cannot go on here."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class RoundMeasurer:
+    """Rounds, repeats and decisions of one job, and the stop request."""
+
+    parts: EngineParts
+    journal: RoundJournal
+    state: EngineState
+    budget: Budget
+    job: Job
+    initial: Scenario
+    seed: int
+    repeats: int
+
+    def _init_stop(self) -> None:
+        self._stop: Ending | None = None
+        self._measuring = False
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
+
+    def _bind_stop(self) -> None:
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+
+    def stop(self, state: JobState, reason: str) -> None:
+        """Ask the job to end as `state` (cancelled, or paused to be resumed); safe from any thread."""
+        if self._stop is None:  # the first request wins (no lock: a signal handler may call this)
+            self._stop = Ending(state, reason)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                if threading.get_ident() == self._thread:  # a signal handler on the engine's own thread
+                    self._interrupt_measurement()
+                else:
+                    loop.call_soon_threadsafe(self._interrupt_measurement)
+            except RuntimeError:  # the loop closed meanwhile: the job has ended
+                pass
+
+    def _interrupt_measurement(self) -> None:
+        if self._measuring and self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def check_stop(self) -> None:
+        """Raise `Stopped` when a stop was requested (a safe point: nothing is half-written)."""
+        if self._stop is not None:
+            raise Stopped
+
+    def _stop_ending(self) -> Ending:
+        return self._stop or Ending(JobState.CANCELLED, "cancelled")
+
+    @staticmethod
+    def is_journal_error(exc: BaseException) -> bool:
+        return isinstance(exc, JournalFailed)
+
+    # -- the journal --------------------------------------------------------------------------------------
+
+    async def _store(self, round_: Round) -> None:
+        try:
+            await self.journal.record_round(round_)
+        except Exception as exc:
+            raise JournalFailed(exc) from exc
+
+    async def journal_event(self, event: JobEvent) -> None:
+        try:
+            await self.journal.record_event(event)
+        except Exception as exc:
+            raise JournalFailed(exc) from exc
+
+    async def _start_round(self, round_: Round) -> None:
+        move_round(round_, RoundState.RUNNING)
+        await self._store(round_)
+        self.events.emit(self._job_event("round_started", round_index=round_.index, technique=round_.technique,
+                                         message=round_.delta.summary if round_.delta else "baseline"))
+
+    async def _measured(self, round_: Round, results: list[RoundResult]) -> None:
+        """An alternative's measurement is stored before its group is decided."""
+        round_.results = list(results)
+        move_round(round_, RoundState.MEASURED)
+        await self._store(round_)
+        self.events.emit(self._job_event("round_measured", round_index=round_.index, technique=round_.technique,
+                                         message=f"{len(results)} repeats measured"))
+
+    # -- measuring ----------------------------------------------------------------------------------------
+
+    def seeds(self, start: int = 0, count: int | None = None) -> list[int]:
+        # The same seeds for every round: baseline and candidate see the same traffic (paired comparison).
+        return [self.seed + r for r in range(start, start + (self.repeats if count is None else count))]
+
+    async def measure_seeds(self, scenario: Scenario, seeds: list[int]) -> list[RoundResult]:
+        """One result per seed, charged to the budget; stops at the first failed repeat or a stop request."""
+        results: list[RoundResult] = []
+        for seed in seeds:
+            self.check_stop()
+            self._measuring = True
+            try:
+                [result] = await measure(self.parts.runner, scenario, seeds=[seed],
+                                         context=self.parts.round_context)
+            finally:
+                self._measuring = False
+            self.budget.charge([result], scenario.deployment.total_gpus())
+            results.append(result)
+            if result.status is not RoundStatus.OK:
+                break
+        return results
+
+    async def _measure_until_decided(self, round_: Round, candidate: Scenario) -> tuple[list[RoundResult], Decision]:
+        """Measure a candidate; while the policy finds it inconclusive or unsettled, add seeds to both sides and
+        decide again on all of them.
+
+        The baseline gets the same new seeds as the candidate, so the comparison stays paired seed for seed.
+        A failed baseline repeat ends the extension and leaves the inconclusive decision standing.
+        """
+        await self._start_round(round_)
+        results = await self.measure_seeds(candidate, self.seeds())
+        decision = self._decide(results)
+        first = len(results)
+        limit = self.repeats * MAX_REPEAT_FACTOR
+        while ((decision.verdict is Verdict.INCONCLUSIVE or decision.unsettled) and len(results) < limit
+               and self.budget.exhausted() is None and await self._baseline_seeds(len(results) + self.repeats)):
+            results = [*results, *await self.measure_seeds(candidate, self.seeds(len(results)))]
+            decision = self._decide(results)
+        if len(results) > first:
+            note = f"decided on {len(results)} seeds per side: {first} left it to noise"
+            decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, note])
+        return results, decision
+
+    async def decide_on(self, results: list[RoundResult], note: str) -> Decision:
+        """Judge results measured earlier (a reused or resumed round) against the baseline on the same seeds."""
+        if not await self._baseline_seeds(len(results)):
+            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
+                            reasons=["the baseline could not be measured again on the seeds of this round"])
+        decision = self._decide(results)
+        return msgspec.structs.replace(decision, reasons=[*decision.reasons, note])
+
+    async def _baseline_seeds(self, count: int) -> bool:
+        """Make sure the accepted baseline was measured on the first `count` seeds; False if a repeat fails."""
+        have = len(self.state.baseline)
+        if have >= count:
+            return True
+        more = await self.measure_seeds(self.state.accepted, self.seeds(have, count - have))
+        if any(r.status is not RoundStatus.OK for r in more):
+            return False
+        self.state.baseline = [*self.state.baseline, *more]
+        return True
+
+    def _decide(self, results: list[RoundResult]) -> Decision:
+        bad = [r for r in results if r.status is not RoundStatus.OK]
+        if bad:
+            why = bad[0].error or f"measurement {bad[0].status.value}"
+            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
+                            reasons=[f"measurement did not complete, never accepted: {why}"])
+        # A baseline measured on more seeds (an earlier extended round) is compared on the candidate's seeds.
+        baseline = self.state.baseline[:len(results)]
+        slo: SLO = self.initial.slo
+        objective: Objective = self.initial.objective
+        try:
+            return self.parts.policy.decide(baseline, results, slo, objective)
+        except Exception as exc:  # a policy bug must fail closed, like a failed measurement
+            return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy="engine",
+                            reasons=[f"policy {self.parts.policy.name!r} failed: {exc}"])
+
+    # Provided by TuningEngine.
+    events: Any
+
+    def _job_event(self, kind: Any, **fields: Any) -> JobEvent:  # pragma: no cover - overridden
+        raise NotImplementedError
