@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from litestar import Litestar, asgi
-from litestar.types import Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 
 from service.api.problems import Problem
 from service.api.runtime import ServiceRuntime, ServiceSettings, is_loopback
@@ -21,6 +21,9 @@ from service.store import Scope as KeyScope
 
 MOUNT_PATH = "/mcp"
 STATE_KEY = "mcp_endpoint"
+# Set in the scope of the requests the MCP tools make to this app in-process: the mount has already
+# checked their Host and Origin (`service.api.admission` does not again).
+IN_PROCESS = "sglang_tuner.in_process"
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("", "0.0.0.0", "::")
 
@@ -65,11 +68,17 @@ def build_mcp_endpoint(app: Litestar, runtime: ServiceRuntime) -> McpEndpoint:
             return [KeyScope.READ.value]
         return None
 
-    jobs = ServiceJobs(base_url="http://sglang-tuner.internal", transport=httpx.ASGITransport(app=app),
+    jobs = ServiceJobs(base_url="http://sglang-tuner.internal", transport=httpx.ASGITransport(app=_in_process(app)),
                        public_url=settings.public_url or "", caller_token=caller_token, timeout=30.0)
     return McpEndpoint(check_token=check_token, allowed_hosts=allowed_hosts(settings),
                        allowed_origins=allowed_origins(settings), jobs=jobs, anonymous=anonymous,
                        max_body_bytes=settings.max_body_bytes, realm=(settings.public_url or "sglang-tuner"))
+
+
+def _in_process(app: Litestar) -> ASGIApp:
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        await app({**scope, IN_PROCESS: True}, receive, send)  # type: ignore[arg-type]
+    return marked
 
 
 @asgi(MOUNT_PATH, is_mount=True, copy_scope=True, include_in_schema=False)

@@ -15,6 +15,7 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, Yaml
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPluginProtocol
 
+from service.api.admission import admission
 from service.api.auth import KeyCache, scope_guard
 from service.api.mcp_mount import STATE_KEY, build_mcp_endpoint, mcp_mount
 from service.api.problems import problem_response
@@ -71,6 +72,7 @@ class TunerPlugin(InitPluginProtocol):
 
     def _configure_timing(self, app_config: AppConfig) -> None:
         app_config.middleware.append(request_timing(self.runtime.metrics))
+        app_config.middleware.append(admission(self.runtime.settings))
 
     def _configure_errors(self, app_config: AppConfig) -> None:
         app_config.exception_handlers[Exception] = problem_response

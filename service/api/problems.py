@@ -6,6 +6,7 @@ Domain errors map to HTTP here, in one place; handlers raise `Problem` (or let a
 from __future__ import annotations
 
 import re
+import traceback
 from typing import Any
 
 import msgspec
@@ -102,10 +103,18 @@ def _from_validation(exc: ValidationException) -> Problem:
         first = extra[0]
         field = first.get("key") or None
         message = f"{exc.detail}: {first.get('message', '')}".rstrip(": ")
-        if field is None and (path := re.search(r"at `\$\.?([^`]*)`", str(first.get("message", "")))):
-            field = path.group(1) or "body"
+        if field in (None, "data"):  # `data` is the handler's name for the body, not a field the user sent
+            field = _body_field(str(first.get("message", "")))
     return Problem(400, "invalid-request", "Invalid request", message, field=field or "body",
                    hint="see the request schema at /schema for the expected shape")
+
+
+def _body_field(message: str) -> str:
+    """The field a msgspec message names: `at `$.job`` plus `missing required field `playbook`` is job.playbook."""
+    path = re.search(r"at `\$\.?([^`]*)`", message)
+    missing = re.search(r"missing required field `([^`]+)`", message)
+    parts = [path.group(1) if path else "", missing.group(1) if missing else ""]
+    return ".".join(part for part in parts if part) or "body"
 
 
 def _from_store(exc: StoreError | BadCursorError) -> Problem:
@@ -129,7 +138,9 @@ def problem_response(request: Request[Any, Any, Any], exc: Exception) -> Respons
     elif isinstance(exc, StoreError | BadCursorError):
         problem = _from_store(exc)
     else:
-        log.exception("unhandled_error", path=request.url.path)
+        # The traceback as a field: the JSON log renderer drops exc_info, and the 500 points the user here.
+        log.error("unhandled_error", method=request.method, path=request.url.path, error=repr(exc),
+                  traceback="".join(traceback.format_exception(exc)))
         problem = Problem(500, "internal", "Internal error", "the service failed to handle this request",
                           hint="retry; if it persists, the service log has the traceback")
     return Response(problem.body(instance=request.url.path), status_code=problem.status,

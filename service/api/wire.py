@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -11,7 +11,22 @@ from service.domain import Decision, JobState, Round, RoundState
 from service.store import CatchUp, FireRecord, JobRecord, ScheduleRecord
 from service.workers.requests import JobRequest
 
-JobCreate = JobRequest
+# Text fields are bounded as their database columns are (`service.store.tables`): a longer value is a 400
+# naming the field, never a database error.
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class JobCreate(JobRequest, kw_only=True, forbid_unknown_fields=True):
+    """Start a tuning job: a playbook applied to a scenario on a runner.
+
+    `runner` defaults to the playbook's runner, else the simulator. `resource` names the runner resource (a
+    GPU host) the job holds while it runs; jobs naming the same resource run one at a time. Left out, a
+    runner that needs a GPU is itself the resource.
+    """
+
+    playbook: Name
+    runner: Name | None = None
+    resource: Annotated[str, msgspec.Meta(min_length=1, max_length=300)] | None = None
 
 
 class NextStep(msgspec.Struct, kw_only=True):
@@ -95,12 +110,12 @@ class ComponentView(msgspec.Struct, kw_only=True):
 class ScheduleCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A cron schedule that starts a tuning job (same body as POST /v1/jobs) at each fire."""
 
-    name: str
-    cron: str
+    name: Name
+    cron: Name
     job: JobCreate
-    timezone: str = "UTC"
+    timezone: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "UTC"
     enabled: bool = True
-    misfire_grace_seconds: int = 300
+    misfire_grace_seconds: Annotated[int, msgspec.Meta(ge=1, le=7 * 86400)] = 300
     catch_up: CatchUp = CatchUp.RUN_ONCE
 
 

@@ -3,6 +3,8 @@
 Units follow the casebook (see `service.calc.units`): KB = 1,024 bytes, GB = 10^6 KB.
 """
 
+from service.calc import bounds
+from service.calc.bounds import Bound, CalcInputError
 from service.calc.hicache import HiCacheBreakEven, PageWaste, hicache_break_even, page_boundary_waste
 from service.calc.memory import (
     KvCapacity,
@@ -23,7 +25,7 @@ from service.calc.throughput import (
 from service.calc.units import GB, KB, MB, bytes_to_gb, gb_to_bytes
 
 __all__ = [
-    "GB", "KB", "MB", "HiCacheBreakEven", "KvCapacity", "PageWaste", "RequiredThroughput", "bytes_to_gb",
+    "GB", "KB", "MB", "Bound", "CalcInputError", "HiCacheBreakEven", "KvCapacity", "PageWaste", "RequiredThroughput", "bounds", "bytes_to_gb",
     "completion_hours", "cost_per_million_output_tokens", "gb_to_bytes", "hicache_break_even", "kv_bytes_per_token",
     "kv_capacity", "kv_memory_gb", "mla_kv_bytes_per_token", "model_kv_bytes_per_token", "page_boundary_waste",
     "required_throughput", "threshold_batch_size", "weight_memory_gb",

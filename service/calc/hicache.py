@@ -6,6 +6,7 @@ import math
 
 import msgspec
 
+from service.calc.bounds import FRACTION, KV_BYTES, PARAMS, POSITIVE_COUNT, RATE, TOKENS, Bound, check
 from service.calc.units import GB, MB
 
 
@@ -43,10 +44,13 @@ def hicache_break_even(tokens: int, params: float, peak_tflops: float, gpus: int
         Both times, their ratio (recompute / transfer) and whether offloading pays.
 
     Raises:
-        ValueError: When a rate is not positive.
+        CalcInputError: When a size or rate is out of its range (`service.calc.bounds`), naming it.
     """
-    if peak_tflops <= 0 or gpus <= 0 or efficiency <= 0 or transfer_gbps <= 0:
-        raise ValueError("TFLOP/s, GPU count, efficiency and bandwidth must be positive")
+    for field, value, bound in (("tokens", tokens, TOKENS), ("params", params, PARAMS),
+                                ("peak_tflops", peak_tflops, RATE), ("gpus", gpus, POSITIVE_COUNT),
+                                ("bytes_per_token", bytes_per_token, KV_BYTES), ("transfer_gbps", transfer_gbps, RATE),
+                                ("efficiency", efficiency, FRACTION)):
+        check(field, value, bound)
     flop = tokens * 2 * params
     effective = peak_tflops * gpus * efficiency
     recompute_s = flop / (effective * 1e12)
@@ -92,12 +96,14 @@ def page_boundary_waste(shared_tokens: int, page_size: int, *, document_tokens: 
         Reusable and wasted tokens, and the worst case.
 
     Raises:
-        ValueError: When the page size is not positive or the shared length is negative.
+        CalcInputError: When the page size is not positive or a length is negative (or absurdly large).
     """
-    if page_size <= 0:
-        raise ValueError("page size must be positive")
-    if shared_tokens < 0:
-        raise ValueError("shared tokens must not be negative")
+    check("page_size", page_size, POSITIVE_COUNT)
+    check("shared_tokens", shared_tokens, Bound(0, TOKENS.high))
+    if document_tokens is not None:
+        check("document_tokens", document_tokens, TOKENS)
+    if bytes_per_token is not None:
+        check("bytes_per_token", bytes_per_token, KV_BYTES)
     reusable = shared_tokens // page_size * page_size
     pages = fraction = unit = None
     if document_tokens:

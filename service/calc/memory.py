@@ -10,6 +10,19 @@ import math
 
 import msgspec
 
+from service.calc.bounds import (
+    GIGABYTES,
+    KV_BYTES,
+    PARAMS,
+    POOL_GIGABYTES,
+    POSITIVE_COUNT,
+    RATIO,
+    REQUESTS,
+    ROPE_WIDTH,
+    TOKENS,
+    WIDTH,
+    check,
+)
 from service.calc.units import GB
 from service.domain.model import ModelSpec, dtype_bytes
 
@@ -28,7 +41,13 @@ def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, kv_dty
 
     Returns:
         Bytes per token across all layers.
+
+    Raises:
+        CalcInputError: a count or width below 1 (or absurdly large).
     """
+    check("num_layers", num_layers, POSITIVE_COUNT)
+    check("num_kv_heads", num_kv_heads, POSITIVE_COUNT)
+    check("head_dim", head_dim, WIDTH)
     return int(2 * num_layers * num_kv_heads * head_dim * dtype_bytes(kv_dtype))
 
 
@@ -47,7 +66,13 @@ def mla_kv_bytes_per_token(num_layers: int, kv_lora_rank: int, qk_rope_head_dim:
 
     Returns:
         Bytes per token across all layers.
+
+    Raises:
+        CalcInputError: a count or width out of range.
     """
+    check("num_layers", num_layers, POSITIVE_COUNT)
+    check("kv_lora_rank", kv_lora_rank, WIDTH)
+    check("qk_rope_head_dim", qk_rope_head_dim, ROPE_WIDTH)
     return int(num_layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes(kv_dtype))
 
 
@@ -60,7 +85,13 @@ def kv_memory_gb(bytes_per_token: int, tokens: int, requests: int = 1) -> float:
     """KV memory held by `requests` concurrent requests of `tokens` context each, in casebook GB.
 
     Casebook case 1: "3,000 × 192 KB × 25 ≈ 14.4 GB" and "28,000 × 192 KB × 25 ≈ 134 GB".
+
+    Raises:
+        CalcInputError: a size that is not positive (or absurdly large).
     """
+    check("bytes_per_token", bytes_per_token, KV_BYTES)
+    check("tokens", tokens, TOKENS)
+    check("requests", requests, REQUESTS)
     return bytes_per_token * tokens * requests / GB
 
 
@@ -68,7 +99,11 @@ def weight_memory_gb(params: float, weight_dtype: str = "bf16") -> float:
     """Weight memory in GB as model cards state it: parameters × bytes per parameter / 10^9.
 
     Casebook case 1: Qwen3.6-27B is "54GB (BF16)" and "27GB (FP8)".
+
+    Raises:
+        CalcInputError: a parameter count that is not positive.
     """
+    check("params", params, PARAMS)
     return params * dtype_bytes(weight_dtype) / 1e9
 
 
@@ -114,10 +149,10 @@ def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, byt
         The capacity breakdown.
 
     Raises:
-        ValueError: When weights and headroom leave no room for KV cache, or a size is not positive.
+        CalcInputError: A size out of its range (`service.calc.bounds`), naming the argument.
+        ValueError: When weights and headroom leave no room for KV cache.
     """
-    if bytes_per_token <= 0:
-        raise ValueError("KV bytes per token must be positive")
+    _check_capacity_inputs(gpu_memory_gb, weights_gb, headroom_gb, bytes_per_token, document_tokens)
     available = gpu_memory_gb - weights_gb - headroom_gb
     if available <= 0:
         raise ValueError(f"no KV cache room: {gpu_memory_gb:g} GB - {weights_gb:g} GB weights "
@@ -127,8 +162,6 @@ def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, byt
     host_tokens = math.floor(host_gb * GB / bytes_per_token)
     documents = host_documents = total_documents = document_gb = None
     if document_tokens is not None:
-        if document_tokens <= 0:
-            raise ValueError("document length must be positive")
         document_gb = document_tokens * bytes_per_token / GB
         documents = kv_tokens // document_tokens
         host_documents = host_tokens // document_tokens
@@ -141,14 +174,22 @@ def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, byt
     )
 
 
+def _check_capacity_inputs(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, bytes_per_token: int,
+                           document_tokens: int | None) -> None:
+    check("gpu_memory_gb", gpu_memory_gb, POOL_GIGABYTES)
+    check("weights_gb", weights_gb, GIGABYTES)
+    check("headroom_gb", headroom_gb, GIGABYTES)
+    check("bytes_per_token", bytes_per_token, KV_BYTES)
+    if document_tokens is not None:
+        check("document_tokens", document_tokens, TOKENS)
+
+
 def _host_pool_gb(kv_available_gb: float, ratio: float | None, size_gb: float | None) -> float:
     # SGLang `srt/mem_cache/memory_pool_host.py`: hicache_size (GB) wins over hicache_ratio when set.
     if size_gb is not None:
-        if size_gb <= 0:
-            raise ValueError("hicache size must be positive")
+        check("hicache_size_gb", size_gb, POOL_GIGABYTES)
         return size_gb
     if ratio is None:
         return 0.0
-    if ratio <= 0:
-        raise ValueError("hicache ratio must be positive")
+    check("hicache_ratio", ratio, RATIO)
     return kv_available_gb * ratio

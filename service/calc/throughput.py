@@ -6,6 +6,7 @@ import math
 
 import msgspec
 
+from service.calc.bounds import PRICE, RATE, REQUESTS, SECONDS, TOKEN_MEAN, Bound, check
 from service.calc.units import SECONDS_PER_HOUR
 from service.domain.hardware import GpuSpec, gpu_spec
 
@@ -57,10 +58,12 @@ def required_throughput(requests: int, input_tokens: float, output_tokens: float
         Totals and the required rates.
 
     Raises:
-        ValueError: When the deadline is not positive.
+        CalcInputError: A count, length or deadline out of its range (`service.calc.bounds`).
     """
-    if deadline_s <= 0:
-        raise ValueError("deadline must be positive")
+    check("requests", requests, REQUESTS)
+    check("input_tokens", input_tokens, TOKEN_MEAN)
+    check("output_tokens", output_tokens, TOKEN_MEAN)
+    check("deadline_s", deadline_s, SECONDS)
     total_in = round(requests * input_tokens)
     total_out = round(requests * output_tokens)
     return RequiredThroughput(
@@ -70,9 +73,13 @@ def required_throughput(requests: int, input_tokens: float, output_tokens: float
 
 
 def completion_hours(total_output_tokens: float, output_tokens_per_s: float) -> float:
-    """Hours a job takes at a measured output rate (casebook case 3: "3.60e8 / 2148 / 3600 ≈ 46.5 hours")."""
-    if output_tokens_per_s <= 0:
-        raise ValueError("output throughput must be positive")
+    """Hours a job takes at a measured output rate (casebook case 3: "3.60e8 / 2148 / 3600 ≈ 46.5 hours").
+
+    Raises:
+        CalcInputError: a negative total or a rate that is not positive.
+    """
+    check("total_output_tokens", total_output_tokens, Bound(0, REQUESTS.high * TOKEN_MEAN.high))
+    check("output_tokens_per_s", output_tokens_per_s, RATE)
     return total_output_tokens / output_tokens_per_s / SECONDS_PER_HOUR
 
 
@@ -90,9 +97,9 @@ def cost_per_million_output_tokens(price_per_hour: float, output_tokens_per_s: f
         Cost in the price's currency per million output tokens.
 
     Raises:
-        ValueError: When the throughput is not positive.
+        CalcInputError: When the price is negative or the throughput not positive.
     """
-    if output_tokens_per_s <= 0:
-        raise ValueError("output throughput must be positive")
+    check("price_per_hour", price_per_hour, PRICE)
+    check("output_tokens_per_s", output_tokens_per_s, RATE)
     millions_per_hour = output_tokens_per_s * SECONDS_PER_HOUR / 1e6
     return price_per_hour / millions_per_hour

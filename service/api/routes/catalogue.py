@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 import msgspec
@@ -36,8 +37,13 @@ def _details(kind: str, component: Any) -> dict[str, Any]:
         return {"capabilities": msgspec.to_builtins(component.capabilities)}
     if kind == "playbook":
         return {"techniques": list(component.techniques), "max_rounds": component.max_rounds,
-                "repeats": component.repeats, "scenario": component.scenario}
+                "repeats": component.repeats, "scenario": _file_name(component.scenario)}
     return {}
+
+
+def _file_name(path: str | None) -> str | None:
+    # The scenario file's name only: where the service keeps its files is none of a client's business.
+    return None if path is None else PurePath(path).name
 
 
 @get("/playbooks", operation_id="listPlaybooks", opt=_READ, security=SECURITY, responses=_ERRORS,

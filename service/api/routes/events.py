@@ -22,6 +22,7 @@ from service.api.routes.jobs import JobId, _job_or_404
 from service.store import EventRecord
 
 KEEPALIVE_SECONDS = 15.0
+MAX_EVENT_ID = 2**31 - 1  # event ids are a 32-bit INTEGER column on PostgreSQL
 
 
 def _message(job_id: str, event: EventRecord) -> ServerSentEventMessage:
@@ -58,8 +59,9 @@ async def _follow(runtime: Runtime, job_id: str, after: int) -> AsyncIterator[Se
 async def stream_events(
     job_id: JobId,
     runtime: Runtime,
-    last_event_id: Annotated[int | None, HeaderParameter(name="Last-Event-ID", required=False, ge=0, le=2**62)] = None,
-    after: Annotated[int, QueryParameter(ge=0, le=2**62, description="Only events with a larger id.")] = 0,
+    last_event_id: Annotated[int | None, HeaderParameter(name="Last-Event-ID", required=False, ge=0,
+                                                         le=MAX_EVENT_ID)] = None,
+    after: Annotated[int, QueryParameter(ge=0, le=MAX_EVENT_ID, description="Only events with a larger id.")] = 0,
 ) -> ServerSentEvent:
     """Follow a job's events until it finishes; reconnecting with Last-Event-ID resumes without gaps."""
     await _job_or_404(runtime, job_id)

@@ -13,6 +13,7 @@ from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
+from service.api.admission import BODY_OPT
 from service.api.auth import SECURITY
 from service.api.problems import Problem, problem_responses
 from service.api.runtime import DEFAULT_MAX_UPLOAD_BYTES
@@ -32,7 +33,8 @@ async def _save(upload: UploadFile, path: Path) -> None:
     path.write_bytes(await upload.read())
 
 
-@post("/v1/profiles", operation_id="createProfile", opt={"scope": "write"}, security=SECURITY, status_code=200,
+@post("/v1/profiles", operation_id="createProfile", opt={"scope": "write", BODY_OPT: "multipart"}, security=SECURITY,
+      status_code=200,
       tags=["profiles"], request_max_body_size=DEFAULT_MAX_UPLOAD_BYTES,
       responses=problem_responses(400, 401, 403, 413, 422))
 async def create_profile(
@@ -50,8 +52,16 @@ async def create_profile(
             # Tokenising a large log is CPU work: keep it off the event loop that serves every other request.
             return await asyncio.to_thread(profile_log, log, tokenizer, page_size=data.page_size)
         except TokenizerNotFound as exc:
-            raise Problem(422, "invalid-tokenizer", "Unusable tokenizer", str(exc), field="tokenizer",
-                          hint="upload the model's tokenizer.json") from exc
+            raise Problem(422, "invalid-tokenizer", "Unusable tokenizer", _without_paths(exc, folder),
+                          field="tokenizer", hint="upload the model's tokenizer.json") from exc
         except (ProfileError, ValueError) as exc:
-            raise Problem(422, "invalid-log", "Unusable request log", str(exc), field="log",
+            raise Problem(422, "invalid-log", "Unusable request log", _without_paths(exc, folder), field="log",
                           hint="one JSON object per line with prompt/messages and completion") from exc
+
+
+def _without_paths(exc: Exception, folder: str) -> str:
+    """The error's message with the server's temporary folder left out: the uploads are named as sent."""
+    message = str(exc)
+    for name, field in (("requests.jsonl", "log"), ("tokenizer.json", "tokenizer")):
+        message = message.replace(str(Path(folder) / name), f"the uploaded {field}")
+    return message.replace(folder, "the upload")
