@@ -1,90 +1,20 @@
-"""The policy contract, run against every policy the built-in plugins register.
+"""The shipped policy contract, run against every policy the built-in plugins register."""
 
-A policy is pure and deterministic, fails closed on measurements that are not whole, and explains every
-decision. Third-party policies can run the same suite by adding themselves to `POLICIES`.
-"""
+from __future__ import annotations
 
-import msgspec
-import numpy as np
 import pytest
 
-from service import SLO, Decision, Objective, Pattern, Policy, RoundStatus, Verdict
-from service.plugin_host import PluginHost
-from tests.unit.policies.policy_rounds import make_round
+from service import Policy
+from service.testing import PolicyContract, make_host
 
-POLICIES = PluginHost(allow={"builtin_policies"}).components("policy")
-SLOS = [SLO(), SLO(ttft_p95_ms=4000, itl_median_ms=50, failure_rate_max=0.01)]
-OBJECTIVES = [Objective(kind=kind) for kind in ("latency", "throughput", "deadline", "cost", "failure_rate")]
+POLICIES = make_host(builtins=True).components("policy")
 
 
-@pytest.fixture(params=sorted(POLICIES), scope="module")
-def policy(request) -> Policy:
-    return POLICIES[request.param]
+class TestEveryPolicy(PolicyContract):
+    @pytest.fixture(params=sorted(POLICIES))
+    def policy(self, request: pytest.FixtureRequest) -> Policy:
+        return POLICIES[request.param]
 
 
-def test_the_casebook_policy_is_registered_as_the_default():
+def test_the_casebook_policy_is_registered_as_the_default() -> None:
     assert "casebook" in POLICIES
-
-
-def test_decisions_name_the_policy_pattern_and_a_checkable_sentence(policy):
-    decision = policy.decide([make_round(1)], [make_round(2, decode_speed=1.4)], SLOS[1], OBJECTIVES[1])
-    assert isinstance(decision, Decision)
-    assert decision.policy == policy.name
-    assert isinstance(decision.verdict, Verdict) and isinstance(decision.pattern, Pattern)
-    assert decision.reasons and len(decision.reasons[0].split()) >= 6
-    assert all(type(v) is float for v in decision.figures.values())  # plain floats, never numpy scalars
-
-
-@pytest.mark.parametrize(("slo", "objective"), list(zip(SLOS * 3, OBJECTIVES, strict=False)),
-                         ids=[o.kind for o in OBJECTIVES])
-def test_same_inputs_same_decision_and_inputs_untouched(policy, slo, objective):
-    baseline = [make_round(1, gpu_hour_price=10.0)]
-    candidate = [make_round(2, gpu_hour_price=10.0, tail_scale=0.4), make_round(3, gpu_hour_price=10.0)]
-    before = msgspec.json.encode([baseline, candidate])
-    first = policy.decide(baseline, candidate, slo, objective)
-    assert policy.decide(baseline, candidate, slo, objective) == first
-    assert all(type(v) is float for v in first.figures.values())
-    assert msgspec.json.decode(msgspec.json.encode(first), type=Decision) == first
-    assert msgspec.json.encode([baseline, candidate]) == before
-
-
-@pytest.mark.parametrize("status", [RoundStatus.FAILED, RoundStatus.PARTIAL])
-@pytest.mark.parametrize("objective", OBJECTIVES, ids=lambda o: o.kind)
-def test_a_round_whose_measurement_is_not_whole_is_an_error(policy, status, objective):
-    promising = msgspec.structs.replace(make_round(2, decode_speed=1.6, ttft_scale=0.5), status=status)
-    for baseline, candidate in (([make_round(1)], [promising]), ([promising], [make_round(1)]),
-                                ([make_round(1)], []), ([], [make_round(1)])):
-        decision = policy.decide(baseline, candidate, SLOS[1], objective)
-        assert decision.verdict is Verdict.ERROR, decision.reasons
-
-
-def test_the_same_round_on_both_sides_is_not_kept(policy):
-    same = make_round(5)
-    for objective in OBJECTIVES:
-        assert not policy.decide([same], [same], SLOS[1], objective).verdict.keeps_candidate()
-
-
-def test_a_large_clean_improvement_is_kept_and_a_large_regression_is_not(policy):
-    baseline = [make_round(1)]
-    better = policy.decide(baseline, [make_round(2, decode_speed=1.5, ttft_scale=0.6)], SLOS[1], OBJECTIVES[1])
-    worse = policy.decide(baseline, [make_round(2, decode_speed=0.7, ttft_scale=1.6)], SLOS[1], OBJECTIVES[1])
-    assert better.verdict.keeps_candidate(), better.reasons[0]
-    assert worse.verdict is Verdict.ROLLBACK, worse.reasons[0]
-
-
-def _numpy_figures(result):
-    # A runner may hand over numpy scalars (they pass as floats); the decision must not pass them on.
-    bench = {name: np.float64(value) for name in result.bench.__struct_fields__
-             if isinstance(value := getattr(result.bench, name), float)}
-    return msgspec.structs.replace(result, bench=msgspec.structs.replace(result.bench, **bench),
-                                   failure_rate=np.float64(result.failure_rate))
-
-
-@pytest.mark.parametrize("objective", OBJECTIVES, ids=lambda o: o.kind)
-def test_figures_are_plain_floats_even_from_numpy_measurements(policy, objective):
-    slo = SLO(ttft_p95_ms=4000, itl_median_ms=50, deadline_hours=12, deadline_output_tokens=3.6e8)
-    baseline = [_numpy_figures(make_round(1, gpu_hour_price=10.0))]
-    candidate = [_numpy_figures(make_round(2, gpu_hour_price=10.0, decode_speed=1.3))]
-    decision = policy.decide(baseline, candidate, slo, objective)
-    assert decision.figures and all(type(v) is float for v in decision.figures.values())
-    assert msgspec.json.decode(msgspec.json.encode(decision), type=Decision) == decision

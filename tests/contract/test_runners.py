@@ -1,0 +1,83 @@
+"""The shipped runner contract, run against every built-in runner: `simulated`, `local` (launching the
+SGLang-API emulator behind real processes) and `attach` (measuring an emulator already serving)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugins.runners.local import SubprocessLauncher
+from plugins.runners.local.ports import free_block
+from plugins.runners.local.processes import stop
+from service import RoundContext, Runner
+from service.testing import RunnerContract, make_host
+from tests.api.service_process import wait_ready
+
+HOST = make_host(builtins=True)
+COST_MODELS = HOST.components("cost_model")
+# Emulated time at twice the GPU's speed, ports remapped to free ones, deadlines sized for a 2-core machine.
+FAST: dict[str, Any] = {"engine": "emulator", "time_scale": 0.5, "remap_ports": True,
+                        "deadlines": {"start": 30.0, "health": 30.0, "warmup": 30.0, "load": 60.0, "stall": 2.0,
+                                      "teardown": 3.0}}
+SUITES = {"simulated", "local", "attach"}
+
+
+def test_every_built_in_runner_runs_the_contract() -> None:
+    assert set(HOST.components("runner")) == SUITES
+
+
+class TestSimulatedRunner(RunnerContract):
+    deterministic = True
+
+    @pytest.fixture
+    def runner(self) -> Runner:
+        return HOST.get("runner", "simulated")
+
+
+class TestLocalRunner(RunnerContract):
+    @pytest.fixture
+    def runner(self) -> Runner:
+        return HOST.get("runner", "local")
+
+    @pytest.fixture
+    def round_context(self) -> RoundContext:
+        return RoundContext(cost_models=COST_MODELS, settings=FAST)
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An emulated worker already serving on a free loopback port: what `attach` is pointed at."""
+    port = free_block(1)
+    argv = [sys.executable, "-m", "service.emulator", "--model-path", "Qwen/Qwen3.6-27B", "--host", "127.0.0.1",
+            "--port", str(port), "--enable-metrics", "--enable-cache-report"]
+    env = {**os.environ, "SGLANG_TUNER_EMULATOR_TIME_SCALE": "0.5"}
+    log = Path(tmp_path_factory.mktemp("attach")) / "serving.log"
+    process = SubprocessLauncher().spawn("serving", argv, env, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_ready(url, 60, poll=0.1, path="/health"):
+            pytest.fail("the emulator never became healthy: " + process.log_text()[-2000:])
+        yield url
+    finally:
+        stop(process, grace=3.0)
+
+
+class TestAttachRunner(RunnerContract):
+    @pytest.fixture
+    def runner(self) -> Runner:
+        return HOST.get("runner", "attach")
+
+    @pytest.fixture
+    def round_context(self, serving: str) -> RoundContext:
+        return RoundContext(settings={**FAST, "attach_url": serving, "attach_allowlist": [re.escape(serving)]})
+
+    @pytest.fixture
+    def unrunnable_context(self, serving: str) -> RoundContext:
+        # An endpoint the operator has not allowed is refused before a single request is sent.
+        return RoundContext(settings={**FAST, "attach_url": serving})
