@@ -63,7 +63,18 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
             settings (`allow_flags`), which are what the runners launch with.
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
-    return issues + validate_scenario(scenario, sglang_version=sglang_version, allow=_allowed(allow))
+    return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
+
+
+def _countable(scenario: Scenario) -> Scenario:
+    """The scenario with at least one node of one GPU, so the placement checks can count (the range check has
+    already named a zero or negative size); every flag is still checked."""
+    hardware = scenario.hardware
+    if hardware.gpus_per_node >= 1 and hardware.nodes >= 1:
+        return scenario
+    counted = msgspec.structs.replace(hardware, gpus_per_node=max(1, hardware.gpus_per_node),
+                                      nodes=max(1, hardware.nodes), node_hosts=[])
+    return msgspec.structs.replace(scenario, hardware=counted)
 
 
 def check_candidate(candidate: Scenario, *, allow: Collection[str] | None = None) -> list[ValidationIssue]:

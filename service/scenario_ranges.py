@@ -56,8 +56,9 @@ def out_of_range(checks: list[Check]) -> list[ValidationIssue]:
     for field, value, allowed, hint in checks:
         if value is None or allowed.holds(float(value)):
             continue
+        finite = "" if math.isfinite(value) else "a finite number "
         issues.append(ValidationIssue(field=field, message=f"{field.rsplit('.', 1)[-1]} is {value!r}; it must be "
-                                                           f"{allowed.words()}",
+                                                           f"{finite}{allowed.words()}",
                                       hint=hint or f"give a value {allowed.words()}"))
     return issues
 

@@ -19,10 +19,11 @@ from service.plugin_host import PluginHost
 from service.scheduler import ScheduleRunner
 from service.store import NewSchedule, open_store
 from tests.api.fakes import FakeExecutor, auth
-from tests.e2e.bad_inputs import BAD_INPUTS, BASE, BadInput
+from tests.e2e.bad_inputs import BAD_INPUTS, BASE, JSON_INPUTS, BadInput
 
 JOB = {"playbook": "coding-assistant", "runner": "simulator"}
 IDS = [bad.name for bad in BAD_INPUTS]
+JSON_IDS = [bad.name for bad in JSON_INPUTS]
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -46,7 +47,7 @@ def test_the_unedited_scenario_is_accepted(client: TestClient, tokens: dict[str,
 
 
 @pytest.mark.parametrize("kind", ["tune", "round"])
-@pytest.mark.parametrize("bad", BAD_INPUTS, ids=IDS)
+@pytest.mark.parametrize("bad", JSON_INPUTS, ids=JSON_IDS)
 def test_post_jobs_refuses_it_with_422_naming_the_field(bad: BadInput, kind: str, client: TestClient,
                                                         tokens: dict[str, str], executor: FakeExecutor) -> None:
     response = client.post("/v1/jobs", json={**JOB, "kind": kind, "scenario": bad.data()},
@@ -60,7 +61,7 @@ def test_post_jobs_refuses_it_with_422_naming_the_field(bad: BadInput, kind: str
     _no_job(client, tokens, executor)
 
 
-@pytest.mark.parametrize("bad", BAD_INPUTS, ids=IDS)
+@pytest.mark.parametrize("bad", JSON_INPUTS, ids=JSON_IDS)
 def test_creating_a_schedule_refuses_it(bad: BadInput, client: TestClient, tokens: dict[str, str]) -> None:
     body = {"name": f"nightly-{bad.name}", "cron": "0 3 * * *", "job": {**JOB, "scenario": bad.data()}}
     response = client.post("/v1/schedules", json=body, headers=auth(tokens["admin"]))
@@ -94,7 +95,7 @@ def _call(client: TestClient, token: str, tool: str, arguments: dict) -> dict:
     return response.json()["result"]
 
 
-@pytest.mark.parametrize("bad", BAD_INPUTS, ids=IDS)
+@pytest.mark.parametrize("bad", JSON_INPUTS, ids=JSON_IDS)
 def test_the_mcp_start_tool_refuses_it_naming_the_argument(bad: BadInput, mounted: TestClient,
                                                            tokens: dict[str, str], executor: FakeExecutor) -> None:
     result = _call(mounted, tokens["write"], "start_tuning_job", {**JOB, "scenario": bad.data()})

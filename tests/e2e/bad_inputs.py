@@ -1,7 +1,7 @@
 """Bad scenarios every door must refuse, each a small edit of the casebook's case 1 round-0 scenario.
 
-Each entry: the edit (text replacements in the TOML file), the field the refusal must name, and words of
-the message or hint that say what is wrong or how to fix it. Shared by the CLI, API, schedule and MCP tests.
+Each entry: the edit (text replacements in the TOML file), the field the refusal must name, words of the
+message or hint that say what is wrong or how to fix it, and whether the scenario can travel as JSON. Shared by the CLI, API, schedule and MCP tests.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class BadInput:
     edits: tuple[tuple[str, str], ...]
     field: str
     words: str
+    in_json: bool = True  # JSON has no NaN: such a value reaches only the TOML doors
 
     def toml(self) -> str:
         text = BASE.read_text(encoding="utf-8")
@@ -73,6 +74,13 @@ BAD_INPUTS = [
     BadInput("zero-prompts", (("num_prompts = 500", "num_prompts = 0"),), "bench.num_prompts", "at least 1"),
     BadInput("mem-fraction-above-one", _server_lines("mem-fraction-static = 1.2"), f"{SERVER}.mem-fraction-static",
              "above 0 and below 1"),
+    # A node of no GPUs once crashed the placement check with a division by zero.
+    BadInput("zero-gpus-per-node", (("gpus_per_node = 8", "gpus_per_node = 0"),), "hardware.gpus_per_node",
+             "at least 1"),
+    BadInput("nan-slo-target", (("ttft_p95_ms = 1000", "ttft_p95_ms = nan"),), "slo.ttft_p95_ms", "a finite number",
+             in_json=False),
     BadInput("group-name-as-a-path", (('name = "worker"', 'name = "../../tmp/x"'),), "deployment.groups[0].name",
              "not a plain name"),
 ]
+
+JSON_INPUTS = [bad for bad in BAD_INPUTS if bad.in_json]
