@@ -12,7 +12,7 @@ import msgspec
 
 from policies.changes import THROUGHPUT, Comparison, Direction, MetricChange, judge
 from policies.evaluation import Evaluation
-from policies.patterns import group_state
+from policies.patterns import LABEL_FIGURES, group_state
 from policies.settings import PolicySettings
 from policies.slo_gate import LATENCY_TARGETS, NAMED_FIGURES, TTFT_TARGETS, averaged, completion_hours, moved_closer
 from policies.wording import check_text, describe, move_text
@@ -57,20 +57,62 @@ def pattern_verdict(pattern: Pattern, ev: Evaluation, slo: SLO, objective: Objec
         settings: The policy's thresholds.
         pessimistic: Whether unproven worsenings count as worse (the fail-safe second reading).
     """
-    if pattern is Pattern.THROUGHPUT_UP_LATENCY_DOWN:
+    unlabelled_worse = _unlabelled(ev.changes, Direction.WORSE)
+    if pattern in (Pattern.THROUGHPUT_UP_LATENCY_DOWN, Pattern.THROUGHPUT_UP):
+        if unlabelled_worse:
+            # More throughput bought with a figure the label does not show (the ITL tail): a batch effect.
+            return _batch_effect(ev, objective, settings)
         return Verdict.ACCEPT, "accepted"
-    if pattern is Pattern.MEDIAN_FLAT_P99_DOWN:
-        return _tail_only(ev.changes, slo, objective)
     if pattern is Pattern.THROUGHPUT_UP_LATENCY_UP:
         return _batch_effect(ev, objective, settings)
-    if pattern is Pattern.THROUGHPUT_DOWN_TAIL_DOWN:
-        further = _further_from_missed(ev)
-        if further:
-            return Verdict.ROLLBACK, f"rolled back: a trade-off that moves a missed target further away ({further})"
-        return _stability_tradeoff(ev.changes, slo, objective, settings, pessimistic=pessimistic)
-    if pattern is Pattern.THROUGHPUT_DOWN_LATENCY_UP:
+    if pattern is Pattern.MEDIAN_FLAT_P99_DOWN:
+        return _tail_only(ev.changes, slo, objective)
+    if pattern is Pattern.LATENCY_DOWN and not unlabelled_worse:
+        return Verdict.ACCEPT, "accepted"
+    # A latency rise the label shows may still pay for an ITL tail it does not show that fell a lot (the
+    # casebook's chunk sweep and PD split move max and p99 ITL): the trade-off rules then decide.
+    traded_tail = any(abs(c.change) >= settings.tail_tradeoff_change
+                      for c in _unlabelled(ev.changes, Direction.BETTER))
+    wrong_way = pattern in (Pattern.THROUGHPUT_DOWN_LATENCY_UP, Pattern.LATENCY_UP)
+    if pattern in (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Pattern.THROUGHPUT_DOWN, Pattern.LATENCY_TRADEOFF,
+                   Pattern.LATENCY_DOWN) or (wrong_way and traded_tail):
+        return _trade_off(ev, slo, objective, settings, pessimistic=pessimistic)
+    if wrong_way:
         return Verdict.ROLLBACK, "rolled back"
+    if pattern is Pattern.NOTHING_CHANGED:
+        return _unlabelled_only(ev, slo, objective, unlabelled_worse)
     return Verdict.ROLLBACK, "baseline kept"
+
+
+def _trade_off(ev: Evaluation, slo: SLO, objective: Objective, settings: PolicySettings,
+               *, pessimistic: bool) -> tuple[Verdict, str]:
+    """Lost throughput, or one latency for another: paid only by a drop in a figure the SLO names, which
+    may be one the label does not show (p99 ITL under an `itl_p99_ms` target)."""
+    further = _further_from_missed(ev)
+    if further:
+        return Verdict.ROLLBACK, f"rolled back: a trade-off that moves a missed target further away ({further})"
+    return _stability_tradeoff(ev.changes, slo, objective, settings, pessimistic=pessimistic)
+
+
+def _unlabelled_only(ev: Evaluation, slo: SLO, objective: Objective,
+                     worse: list[MetricChange]) -> tuple[Verdict, str]:
+    """Nothing the label shows moved: a figure outside it decides, if one moved (max ITL, p99 ITL)."""
+    if worse:
+        return Verdict.ROLLBACK, f"rolled back: {', '.join(describe(c) for c in worse)}"
+    fell = _unlabelled(ev.changes, Direction.BETTER)
+    if not fell:
+        return Verdict.ROLLBACK, "baseline kept"
+    # Only a tail the label does not show fell: the warming pattern's rule decides.
+    verdict, phrase = _tail_only(ev.changes, slo, objective)
+    if verdict is Verdict.ACCEPT:
+        phrase = f"accepted: {', '.join(describe(c) for c in fell)}, a tail the SLO asks for"
+    return verdict, phrase
+
+
+def _unlabelled(changes: list[MetricChange], direction: Direction) -> list[MetricChange]:
+    """The figures outside the label (request throughput, p99 ITL, max ITL) that moved in `direction`."""
+    return [c for c in changes if c.spec.key not in LABEL_FIGURES and c.spec.group != "failure"
+            and c.direction is direction]
 
 
 def _batch_effect(ev: Evaluation, objective: Objective, settings: PolicySettings) -> tuple[Verdict, str]:
