@@ -33,8 +33,9 @@ run: install
 
 test: install-test
 	$(BIN)/lint-imports
-	$(BIN)/ruff check service plugins policies tests
+	$(BIN)/ruff check service plugins policies tests examples/plugin-example
 	$(BIN)/python -m pytest -q -p no:randomly
+	PYTHON=$(BIN)/python scripts/test_plugin_wheel.sh
 
 bench: install-test
 	$(BIN)/python -m bench

@@ -9,7 +9,6 @@ and TP size (`srt/server_args.py`, memory hook: 256 below TP4 on 80-160 GB GPUs,
 from __future__ import annotations
 
 import msgspec
-
 from service import Applicability, ConfigDelta, Technique, TuningContext
 
 

@@ -1,15 +1,15 @@
-"""The example plugin passes the technique contract suite and registers through the hooks."""
+"""The example plugin passes sglang-tuner's shipped contract suites and registers through the hooks."""
 
 import msgspec
 import pytest
+from service.testing import PlaybookContract, TechniqueContract, casebook_context, make_host
 
 import sglang_tuner_example
 from sglang_tuner_example.technique import CudaGraphBatchTechnique, default_decode_graph_max_bs
-from service.testing import TechniqueContract, casebook_context
 
 
 def _at_peak(concurrency):
-    ctx = casebook_context()
+    ctx = casebook_context()  # the casebook's case-1 final deployment: four TP2 workers on 8xH200
     workload = msgspec.structs.replace(ctx.scenario.workload, peak_concurrency=concurrency)
     return msgspec.structs.replace(ctx, scenario=msgspec.structs.replace(ctx.scenario, workload=workload))
 
@@ -24,10 +24,21 @@ class TestCudaGraphBatchContract(TechniqueContract):
         return _at_peak(request.param)
 
 
+class TestHighConcurrencyDecodePlaybook(PlaybookContract):
+    @pytest.fixture
+    def host(self):
+        # The playbook names this plugin's technique beside a built-in one.
+        return make_host(("example", sglang_tuner_example), builtins=True)
+
+    @pytest.fixture
+    def playbook(self, host):
+        return host.get("playbook", "high-concurrency-decode")
+
+
 def test_registers_through_the_plugin_host(sglang_tuner_host):
     host = sglang_tuner_host(("example", sglang_tuner_example))
-    assert [c.name for c in host.listing()] == ["cuda_graph_batch"]
-    assert host.listing()[0].plugin == "example"
+    listed = [(c.kind, c.name, c.plugin) for c in host.listing()]
+    assert listed == [("playbook", "high-concurrency-decode", "example"), ("technique", "cuda_graph_batch", "example")]
 
 
 def test_not_applicable_when_the_peak_fits_the_default_capture():

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The example plugin's tests against sglang-tuner as a user installs it: a wheel built from this tree, in a
+# fresh virtualenv, run from a folder outside the checkout, so nothing can be imported from the checkout.
+# The contract suites (service.testing) must work from the wheel alone.
+#
+#   scripts/test_plugin_wheel.sh     # PYTHON (default .venv/bin/python) runs pip; KEEP=1 keeps the temp folder
+#
+# Dependencies come from a wheelhouse of the pinned versions (constraints.txt), filled from the package
+# index on the first run and whenever the pins change; later runs install offline.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
+WHEELHOUSE="${SGLANG_TUNER_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/sglang-tuner/wheelhouse}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/sglang-tuner-wheel.XXXXXX")"
+if [[ "${KEEP:-0}" == 1 ]]; then echo "keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
+PIP=("$PYTHON" -m pip --disable-pip-version-check -q)
+OFFLINE=(--no-index --find-links "$WHEELHOUSE")
+started=$SECONDS
+mkdir -p "$WHEELHOUSE" "$WORK/src" "$WORK/dist" "$WORK/run"
+
+# The working tree's files (tracked and new, never ignored ones such as .venv or egg-info) in a copy, so
+# building leaves the checkout untouched.
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard \
+    | while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done \
+    | tar --null -T - -cf -) | tar -xf - -C "$WORK/src"
+
+# Both wheels, built by setuptools from the wheelhouse (pyproject.toml asks for setuptools>=77).
+compgen -G "$WHEELHOUSE/setuptools-*.whl" >/dev/null || "${PIP[@]}" download --no-deps -d "$WHEELHOUSE" "setuptools>=77"
+"${PIP[@]}" wheel --no-deps "${OFFLINE[@]}" -w "$WORK/dist" "$WORK/src" "$WORK/src/examples/plugin-example" \
+    >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
+tuner=("$WORK"/dist/sglang_tuner-*.whl)
+example=("$WORK"/dist/sglang_tuner_example_plugin-*.whl)
+
+# A fresh venv; the outer pip installs into it (`--python`), by path, so no index can offer another build.
+"$PYTHON" -m venv --without-pip "$WORK/venv"
+VPY="$WORK/venv/bin/python"
+install() {
+    "${PIP[@]}" --python "$VPY" install --no-compile "${OFFLINE[@]}" -c "$ROOT/constraints.txt" \
+        "${tuner[0]}" "${example[0]}[test]" "$@"
+}
+if ! install >"$WORK/install.log" 2>&1; then
+    echo "filling the wheelhouse $WHEELHOUSE from the package index"
+    "${PIP[@]}" wheel -w "$WHEELHOUSE" -c "$ROOT/constraints.txt" "${tuner[0]}" "${example[0]}[test]"
+    rm -f "$WHEELHOUSE"/sglang_tuner-*.whl "$WHEELHOUSE"/sglang_tuner_example_plugin-*.whl
+    install
+fi
+
+# Run from $WORK/run: its conftest stops the session unless sglang-tuner and the plugin load from the venv.
+cp -r "$WORK/src/examples/plugin-example/tests" "$WORK/run/tests"
+cat > "$WORK/run/conftest.py" <<PY
+import service
+import sglang_tuner_example
+
+for module in (service, sglang_tuner_example):
+    assert module.__file__.startswith("$WORK/venv/"), f"{module.__name__} was imported from {module.__file__}"
+print(f"service imported from {service.__file__}")
+PY
+cd "$WORK/run"
+env -u PYTHONPATH "$VPY" -m pytest -q -s -p no:cacheprovider -p no:randomly tests
+echo "example plugin's tests against the wheel ${tuner[0]##*/}: $((SECONDS - started))s"
