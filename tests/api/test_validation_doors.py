@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from litestar.testing import TestClient
 
+from service import Playbook, hookimpl
 from service.api.app import create_app
 from service.api.runtime import ServiceSettings
 from service.plugin_host import PluginHost
 from service.scheduler import ScheduleRunner
 from service.store import NewSchedule, open_store
-from tests.api.fakes import FakeExecutor, auth
+from tests.api.fakes import FakeExecutor, FakePlugin, auth
 from tests.e2e.bad_inputs import BAD_INPUTS, BASE, JSON_INPUTS, BadInput
 
 JOB = {"playbook": "coding-assistant", "runner": "simulator"}
@@ -114,3 +115,30 @@ def test_the_mcp_validate_tool_reports_it(bad: BadInput, mounted: TestClient,
     assert bad.field in [issue["field"] for issue in data["issues"] if issue["severity"] == "error"]
     good = _call(mounted, tokens["read"], "validate_config", {"scenario_path": str(BASE)})
     assert good["structuredContent"]["data"]["valid"] is True
+
+
+class DefaultScenarioPlugin:
+    """A playbook whose own scenario file fails the check (as a third-party playbook's might)."""
+
+    def __init__(self, scenario: Path) -> None:
+        self.scenario = scenario
+
+    @hookimpl
+    def register_playbooks(self, register):
+        register(Playbook(name="bad-default", techniques=["chunked_prefill"], runner="simulator",
+                          scenario=str(self.scenario)))
+
+
+def test_a_job_without_a_scenario_checks_its_playbooks_own(settings: ServiceSettings, executor: FakeExecutor,
+                                                            tokens: dict[str, str], tmp_path: Path) -> None:
+    bad = next(b for b in BAD_INPUTS if b.name == "tp16-on-one-8-gpu-node")
+    path = tmp_path / "default.toml"
+    path.write_text(bad.toml(), encoding="utf-8")
+    plugins = PluginHost(plugins=[("fake", FakePlugin()), ("bad", DefaultScenarioPlugin(path))],
+                         load_entry_points=False)
+    with TestClient(create_app(settings, plugins=plugins, executor=executor)) as client:
+        response = client.post("/v1/jobs", json={"playbook": "bad-default"}, headers=auth(tokens["write"]))
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        assert problem["field"] == "playbook" and bad.field in problem["detail"]
+        _no_job(client, tokens, executor)

@@ -120,3 +120,16 @@ def test_control_a_valid_round_does_fill_the_log_folder(tmp_path: Path, local_ru
     result = CliRunner().invoke(main, ["round", str(path), "--runner", "local"])
     assert result.exit_code == 0, result.output
     assert "worker-0.log" in _launched(local_runner)
+
+
+def test_a_dangerous_flag_passes_only_where_the_operator_allows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The door reads the same runner settings the runners launch with, so it refuses exactly what they would.
+    text = BASE.read_text(encoding="utf-8").replace(
+        "enable-metrics = true", 'enable-metrics = true\nextra = { "--trust-remote-code" = true }')
+    scenario = parse_scenario(text)
+    refused = errors(check_scenario(scenario))
+    assert [issue.field for issue in refused] == ["deployment.groups[0].server.extra.--trust-remote-code"]
+    assert "an operator must allow" in refused[0].hint
+    monkeypatch.setenv("SGLANG_TUNER_RUNNER_ALLOW_FLAGS", "--trust-remote-code")
+    assert errors(check_scenario(scenario)) == []
+    assert errors(check_scenario(scenario, allow=())) == refused  # an explicit list (validate --allow) wins
