@@ -17,9 +17,21 @@ environment where sglang-tuner is installed, and must not pull in the engine for
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr__` loads each on first use
+    from service.testing.contracts import (
+        CostModelContract,
+        PlaybookContract,
+        PolicyContract,
+        RunnerContract,
+        TechniqueContract,
+    )
+    from service.testing.fixtures import make_host
+    from service.testing.rounds import make_round
+    from service.testing.scenarios import CASES, casebook_context, casebook_scenario, one_worker, unstartable
 
 # The suites live outside test modules; without this their failing asserts would print no values.
 pytest.register_assert_rewrite("service.testing.contracts")
@@ -39,7 +51,10 @@ _HOMES = {
     "unstartable": "service.testing.scenarios",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "CASES", "CostModelContract", "PlaybookContract", "PolicyContract", "RunnerContract", "TechniqueContract",
+    "casebook_context", "casebook_scenario", "make_host", "make_round", "one_worker", "unstartable",
+]
 
 
 def __getattr__(name: str) -> Any:

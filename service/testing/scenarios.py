@@ -7,6 +7,7 @@ Nothing here reads a file, so the suites run the same from a wheel as from a che
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from service.components import TuningContext
 from service.domain import (
@@ -32,8 +33,8 @@ from service.domain import (
 __all__ = ["CASES", "casebook_context", "casebook_scenario", "one_worker", "unstartable"]
 
 
-def _one(model: str, **server: object) -> Deployment:
-    return Deployment(groups=[WorkerGroup(server=ServerConfig(model_path=model, **server))])  # type: ignore[arg-type]
+def _one(model: str, **server: Any) -> Deployment:
+    return Deployment(groups=[WorkerGroup(server=ServerConfig(model_path=model, **server))])
 
 
 def coding_assistant() -> Scenario:
