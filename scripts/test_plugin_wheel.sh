@@ -21,6 +21,8 @@ mkdir -p "$WHEELHOUSE" "$WORK/src" "$WORK/dist" "$WORK/run"
 
 # The working tree's files (tracked and new, never ignored ones such as .venv or egg-info) in a copy, so
 # building leaves the checkout untouched.
+git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1 \
+    || { echo "$ROOT is not a git checkout: this script builds the wheel from its working tree" >&2; exit 2; }
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard \
     | while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done \
     | tar --null -T - -cf -) | tar -xf - -C "$WORK/src"
@@ -37,7 +39,7 @@ example=("$WORK"/dist/sglang_tuner_example_plugin-*.whl)
 VPY="$WORK/venv/bin/python"
 install() {
     "${PIP[@]}" --python "$VPY" install --no-compile "${OFFLINE[@]}" -c "$ROOT/constraints.txt" \
-        "${tuner[0]}" "${example[0]}[test]" "$@"
+        "${tuner[0]}" "${example[0]}[test]"
 }
 if ! install >"$WORK/install.log" 2>&1; then
     echo "filling the wheelhouse $WHEELHOUSE from the package index"
