@@ -21,7 +21,9 @@ from service.components import CostModel, Playbook, Policy, Runner, Technique
 
 PLUGINS_ENV = "SGLANG_TUNER_PLUGINS"
 
-KINDS: dict[str, type] = {
+Component = Technique | Runner | Policy | CostModel | Playbook
+
+KINDS: dict[str, type[Component]] = {
     "technique": Technique,
     "runner": Runner,
     "policy": Policy,

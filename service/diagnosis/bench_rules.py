@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.diagnosis import casebook as cb
-from service.diagnosis.findings import Finding
+from service.diagnosis.findings import Evidence, Finding
 from service.diagnosis.observed import Observed
 
 
@@ -13,7 +13,7 @@ def concurrency_vs_limit(obs: Observed) -> Finding | None:
     if concurrency is None or not limit:
         return None
     share = concurrency / limit
-    evidence = {"concurrency": concurrency, "max_concurrency": limit, "share_of_limit": round(share, 3)}
+    evidence: Evidence = {"concurrency": concurrency, "max_concurrency": limit, "share_of_limit": round(share, 3)}
     if share > 1.0:
         return Finding(
             id="concurrency_over_limit", step=1, severity="warning", kind="symptom",
@@ -89,7 +89,7 @@ def throughput_baseline(obs: Observed) -> Finding | None:
     output = obs.figure("output_throughput")
     if output is None:
         return None
-    evidence = {"output_throughput": output, "request_throughput": obs.figure("request_throughput")}
+    evidence: Evidence = {"output_throughput": output, "request_throughput": obs.figure("request_throughput")}
     return Finding(
         id="output_throughput_baseline", step=4, severity="info", kind="reading",
         title=f"Output throughput {output:,.2f} tok/s is the baseline for the tuning rounds.",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from service.diagnosis import casebook as cb
 from service.diagnosis.findings import Evidence, Finding
 from service.diagnosis.observed import Observed
@@ -131,7 +133,14 @@ def _peak_target(obs: Observed) -> tuple[float | None, float | None, str]:
     return obs.figure("request_throughput"), peak, "req/s"
 
 
-def _shortfall_technique(obs: Observed, shortfall: float) -> dict[str, str | list[str]]:
+class _Remedy(TypedDict):
+    """The `technique` and `alternatives` fields of a throughput finding."""
+
+    technique: str
+    alternatives: list[str]
+
+
+def _shortfall_technique(obs: Observed, shortfall: float) -> _Remedy:
     if shortfall >= cb.MODEL_SELECTION_SHORTFALL:
         return {"technique": cb.MODEL_SELECTION, "alternatives": [cb.PARALLELISM, cb.BATCH_PARAMETERS]}
     if obs.context.model_is_moe:

@@ -56,10 +56,10 @@ def _resolve(token: str, catalogue: FlagCatalogue) -> tuple[FlagSpec, str]:
     if spec is not None:
         return spec, token
     candidates = catalogue.abbreviation_of(token) if token.startswith("--") else []
-    owners = {catalogue.get(c).flag: c for c in candidates if catalogue.get(c) is not None}  # type: ignore[union-attr]
+    # Keyed by the flag, so an abbreviation of two aliases of one flag is not ambiguous.
+    owners = {found.flag: (found, c) for c in candidates if (found := catalogue.get(c)) is not None}
     if len(owners) == 1:
-        spelling = next(iter(owners.values()))
-        return catalogue.get(spelling), spelling  # type: ignore[return-value]
+        return next(iter(owners.values()))
     if len(owners) > 1:
         raise ArgvError(f"ambiguous option: {token} could match {', '.join(sorted(owners))}")
     raise ArgvError(f"unrecognized arguments: {token}")

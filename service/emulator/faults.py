@@ -21,7 +21,7 @@ import msgspec
 
 FAULT_ENV = "SGLANG_TUNER_EMULATOR_FAULT"
 FaultKind = Literal["oom", "cuda_graph", "port_in_use", "hang", "crash", "dead_scheduler", "retraction_storm"]
-FAULT_KINDS: tuple[str, ...] = ("oom", "cuda_graph", "port_in_use", "hang", "crash", "dead_scheduler",
+FAULT_KINDS: tuple[FaultKind, ...] = ("oom", "cuda_graph", "port_in_use", "hang", "crash", "dead_scheduler",
                                 "retraction_storm")
 _DEFAULT_N = {"crash": 3, "dead_scheduler": 3, "retraction_storm": 2048}
 
@@ -78,4 +78,4 @@ def parse_fault(text: str | None) -> Fault | None:
         n = int(count) if count else _DEFAULT_N.get(kind, 0)
     except ValueError:
         raise FaultSpecError(f"fault {kind!r} takes an integer, not {count!r}") from None
-    return Fault(kind=kind, n=n)  # type: ignore[arg-type]
+    return Fault(kind=kind, n=n)

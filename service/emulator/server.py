@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
+from service.components import CostModel, StepCostModel
 from service.domain import Hardware, ModelSpec, resolve_model
 from service.emulator.app import EmulatorApp
 from service.emulator.args import ArgvError, ServerArgs, parse_server_argv
@@ -51,9 +52,9 @@ def make_logger(tp_size: int) -> Callable[[str], None]:
     return log
 
 
-def _bind_cost(model: ModelSpec, hardware: Hardware, args: ServerArgs, name: str):  # type: ignore[no-untyped-def]
+def _bind_cost(model: ModelSpec, hardware: Hardware, args: ServerArgs, name: str) -> StepCostModel:
     """The step cost model the scheduler is timed by (a cost-model plugin, as the simulator uses)."""
-    models = PluginHost(allow={"builtin_cost_models"}).components("cost_model")
+    models: dict[str, CostModel] = PluginHost(allow={"builtin_cost_models"}).components("cost_model")
     chosen = models.get(name) or models["roofline"]
     if not chosen.available():
         chosen = models["roofline"]

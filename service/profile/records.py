@@ -117,8 +117,9 @@ def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
     """The record the general path would build, or None when the line needs the general path."""
     completions = [c for c in (obj.completion, obj.output, obj.response) if c is not UNSET]
     answer = None
-    if obj.prompt is not UNSET or obj.input is not UNSET:
-        pieces = [obj.prompt if obj.prompt is not UNSET else obj.input]
+    prompt = obj.prompt if obj.prompt is not UNSET else obj.input
+    if prompt is not UNSET:
+        pieces = [prompt]
     elif obj.messages:
         turns = [(m.role, m.content or "") for m in obj.messages]
         if turns[-1][0] == "assistant" and not completions:
@@ -137,7 +138,7 @@ def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
     if obj.end_time not in (None, UNSET):
         end = _instant(line, "end_time", obj.end_time)
     elif obj.latency not in (None, UNSET):
-        end = start + obj.latency  # type: ignore[operator]
+        end = start + obj.latency
     if end is not None and end < start:
         raise MalformedLine(line, "the request ends before it starts")
     return LogRecord(line, pieces, completion, start, end)
@@ -192,8 +193,9 @@ def _message(line: int, index: int, message: Any) -> tuple[str, str]:
         return message["role"], content
     if isinstance(content, list):
         texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if all(isinstance(t, str) for t in texts):
-            return message["role"], "".join(texts)  # type: ignore[arg-type]
+        strings = [t for t in texts if isinstance(t, str)]
+        if len(strings) == len(texts):
+            return message["role"], "".join(strings)
     raise MalformedLine(line, f"messages[{index}].content is neither a string nor text parts")
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from service.domain import TRACE_BLOCK_TOKENS, MeasuredProfile, TraceRecord
 from service.profile.prefix import TokenIds
 from service.profile.records import LogRecord
 from service.profile.timing import casebook_median, casebook_p95, request_rates
 from service.traces import TraceBuilder, read_trace
+
+# A prefix-cache node: the child under each block hash id.
+_PrefixNode: TypeAlias = dict[int, "_PrefixNode"]
 
 
 class TraceTimesMissing(ValueError):
@@ -54,7 +58,7 @@ def _sharing(records: Sequence[TraceRecord], block_tokens: int) -> float:
 
 def _radix_reuse(records: Sequence[TraceRecord], block_tokens: int) -> float:
     """Share of input tokens a never-evicting prefix cache serves, replaying the trace in time order."""
-    root: dict[int, dict] = {}  # type: ignore[type-arg]
+    root: _PrefixNode = {}
     served = 0
     for record in sorted(records, key=lambda r: r.timestamp):
         node, matching = root, True

@@ -61,4 +61,5 @@ def latest_fire_time(trigger: CronTrigger, now: datetime, within_seconds: float)
 def next_fire_time(trigger: CronTrigger, now: datetime | None = None) -> datetime | None:
     """The next fire time after `now`."""
     now = now or datetime.now(UTC)
-    return trigger.get_next_fire_time(None, now)
+    fire_time: datetime | None = trigger.get_next_fire_time(None, now)  # APScheduler 3 is untyped
+    return fire_time

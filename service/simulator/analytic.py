@@ -7,6 +7,7 @@ a cost-model plugin. The `roofline` and `aiconfigurator` plugins are the calibra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -59,7 +60,7 @@ class AnalyticStepCost(StepCostModel):
         return DECODE_OVERHEAD_S + max((weights + kv) / self._bytes_per_s(), flops / self._flops_per_s()) + self._comm()
 
 
-def analytic_binder(model: ModelSpec, hardware: Hardware):  # noqa: ANN201 - returns BindCost
+def analytic_binder(model: ModelSpec, hardware: Hardware) -> Callable[[ServerConfig], StepCostModel]:
     """`bind(server)` for `simulate_round` using the analytic model."""
     def bind(server: ServerConfig) -> StepCostModel:
         return AnalyticStepCost(model=model, hardware=hardware, server=server)

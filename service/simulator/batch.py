@@ -56,7 +56,7 @@ class Recorder:
         if counts:
             values.append(np.array([gap for gap, _ in counts]))
             weights.append(np.array([float(c) for _, c in counts]))
-        arrays = [g for g in self.itl_groups if not isinstance(g[1], int) and len(g[1])]
+        arrays = [(gap, a) for gap, a in self.itl_groups if not isinstance(a, int) and len(a)]
         if arrays:
             emitted = np.concatenate([a for _, a in arrays]).astype(float)
             gaps = np.repeat([gap for gap, _ in arrays], [len(a) for _, a in arrays])
@@ -185,4 +185,5 @@ class RunningBatch:
         self.ctx_sum += int(emitted.sum())
         if len(self._finishing) > 4 * self.capacity:
             self._finishing.clear()  # speculative batches finish early; their uniform-step ticks are unused
-        return idx[self._gen[idx] + self.tick >= self.target[idx]]
+        finished: np.ndarray = idx[self._gen[idx] + self.tick >= self.target[idx]]
+        return finished

@@ -143,9 +143,17 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
             step_factor=balance.step_factor(cost.includes_expert_skew()) if balance else 1.0,
             mask_seconds=MASK_SECONDS.get(backend, 0.0) if backend else 0.0,
             host_link_bytes_per_s=_host_link(hardware),
-            prefill_decode_interval=int(server.extra.get("--prefill-decode-interval", 0) or 0))
+            prefill_decode_interval=_int_flag(server, "--prefill-decode-interval"))
         workers.append(Worker(setup, cache, recorder, rng, on_finish))
     return workers
+
+
+def _int_flag(server: ServerConfig, flag: str) -> int:
+    """An integer flag of `extra`, 0 when absent (the flag catalogue has checked its type at the door)."""
+    value = server.extra.get(flag, 0)
+    if isinstance(value, list):
+        raise TypeError(f"{flag} takes one integer, not a list: {value!r}")
+    return int(value or 0)
 
 
 def _host_link(hardware: Hardware) -> float:

@@ -13,6 +13,7 @@ import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Final, Literal, TypeAlias
 
 import numpy as np
 
@@ -22,7 +23,17 @@ from service.simulator.grammar import POLL_INTERVAL_S
 from service.simulator.requests import SimRequest, stamp_period
 from service.simulator.worker import Worker
 
-STEP_DONE, ARRIVAL, READY, TRANSFER_DONE = 0, 1, 2, 3
+STEP_DONE: Final = 0
+ARRIVAL: Final = 1
+READY: Final = 2
+TRANSFER_DONE: Final = 3
+# (time, sequence, kind, payload): the kind tells the payload's type; the sequence breaks ties in push order.
+_Event: TypeAlias = (
+    tuple[float, int, Literal[0], Worker]
+    | tuple[float, int, Literal[1], SimRequest]
+    | tuple[float, int, Literal[2], tuple[int, int]]
+    | tuple[float, int, Literal[3], tuple[SimRequest, Worker]]
+)
 MAX_EVENTS = 20_000_000
 
 
@@ -53,7 +64,7 @@ class EventLoop:
         self.rate = request_rate
         self.timed = timed
         self.variable_period_s = variable_period_s
-        self.heap: list[tuple[float, int, int, object]] = []
+        self.heap: list[_Event] = []
         self.seq = itertools.count()
         self.now = 0.0
         self.inflight = 0
@@ -86,12 +97,12 @@ class EventLoop:
             return
         if self.timed:  # every request at its own arrival, from the phase's start
             for r in requests:
-                self._push(self.now + r.arrival, ARRIVAL, r)
+                self._push((self.now + r.arrival, next(self.seq), ARRIVAL, r))
             return
         if self.rate and not requests[0].warmup:
             gaps = self.rng.exponential(1.0 / self.rate, size=len(requests))
             for r, t in zip(requests, self.now + np.cumsum(gaps), strict=True):
-                self._push(float(t), ARRIVAL, r)
+                self._push((float(t), next(self.seq), ARRIVAL, r))
             return
         for r in requests:
             self._offer(r)
@@ -126,7 +137,7 @@ class EventLoop:
         assert grammar is not None
         done = grammar.next_done()
         if done is not None:
-            self._push(max(done, self.now), READY, (w, grammar.version))
+            self._push((max(done, self.now), next(self.seq), READY, (w, grammar.version)))
 
     def _grammar_ready(self, w: int, version: int) -> None:
         grammar = self.entry.grammar[w]
@@ -134,7 +145,7 @@ class EventLoop:
         if version != grammar.version:
             return  # a compile started or finished since: the pool re-timed its compiles
         for r in grammar.collect(self.now):  # each worker has its own grammar cache
-            self._arrive(r, self.entry.workers[w])  # type: ignore[arg-type]
+            self._arrive(r, self.entry.workers[w])
         self._await_grammar(w)
 
     def _arrive(self, r: SimRequest, worker: Worker) -> None:
@@ -154,8 +165,8 @@ class EventLoop:
 
     # -- events ---------------------------------------------------------------------------------------
 
-    def _push(self, t: float, kind: int, payload: object) -> None:
-        heapq.heappush(self.heap, (t, next(self.seq), kind, payload))
+    def _push(self, event: _Event) -> None:
+        heapq.heappush(self.heap, event)
 
     def _kick(self, worker: Worker) -> None:
         if worker.busy:
@@ -168,24 +179,24 @@ class EventLoop:
             seconds = max(seconds, POLL_INTERVAL_S)
         if seconds is not None:
             worker.step_started = self.now
-            self._push(self.now + seconds, STEP_DONE, worker)
+            self._push((self.now + seconds, next(self.seq), STEP_DONE, worker))
 
     def _drain(self, settle: bool = False) -> None:
         while self.heap and (self.phase_left > 0 or settle):
-            t, _, kind, payload = heapq.heappop(self.heap)
-            self.now = t
+            event = heapq.heappop(self.heap)
+            self.now = event[0]
             self.outcome.events += 1
             if self.outcome.events > MAX_EVENTS:
                 self.outcome.truncated = True
                 return
-            if kind == STEP_DONE:
-                self._step_done(payload)  # type: ignore[arg-type]
-            elif kind == ARRIVAL:
-                self._offer(payload)  # type: ignore[arg-type]
-            elif kind == READY:
-                self._grammar_ready(*payload)  # type: ignore[misc]
+            if event[2] == STEP_DONE:
+                self._step_done(event[3])
+            elif event[2] == ARRIVAL:
+                self._offer(event[3])
+            elif event[2] == READY:
+                self._grammar_ready(*event[3])
             else:
-                self._transfer_done(payload)  # type: ignore[arg-type]
+                self._transfer_done(event[3])
 
     def _step_done(self, worker: Worker) -> None:
         rec = self.cluster.recorder
@@ -194,7 +205,7 @@ class EventLoop:
         leaving = worker.finish_step(self.now)
         for r in leaving:
             r.ready_at = self.now + transfer_seconds(r.input_len, self.entry, self.hardware)
-            self._push(r.ready_at, TRANSFER_DONE, (r, worker))
+            self._push((r.ready_at, next(self.seq), TRANSFER_DONE, (r, worker)))
         self._kick(worker)
 
     def _transfer_done(self, payload: tuple[SimRequest, Worker]) -> None:

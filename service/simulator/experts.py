@@ -43,7 +43,8 @@ def expert_loads(num_experts: int) -> np.ndarray:
     """Share of routed tokens per expert id (fixed layout, so rounds compare like for like)."""
     ranks = np.arange(1, num_experts + 1, dtype=float) ** -EXPERT_LOAD_EXPONENT
     perm = np.random.default_rng(_LAYOUT_SEED).permutation(num_experts)
-    return ranks[perm] / ranks.sum()
+    loads: np.ndarray = ranks[perm] / ranks.sum()
+    return loads
 
 
 def _replicate(loads: np.ndarray, redundant: int) -> np.ndarray:

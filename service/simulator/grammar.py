@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from service.domain import StructuredOutput
+from service.simulator.requests import SimRequest
 
 # Compile time per new schema alone on the host (median s, p95 s): casebook case 4's backend table
 # (xgrammar 40-400 ms, llguidance almost none, outlines 40 s to minutes for complex schemas).
@@ -116,7 +117,7 @@ class _Compile:
 class _Task:
     """One executor task: a request's own call of `_init_value_dispatch`."""
 
-    payload: object
+    payload: SimRequest
     schema: int
     measured: bool
     started: float = 0.0
@@ -189,7 +190,7 @@ class GrammarCache:
     pool: CompilePool = field(init=False)
     queued: list[_Task] = field(default_factory=list)
     running: int = 0
-    done: list[object] = field(default_factory=list)
+    done: list[SimRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.pool = CompilePool(host=self.host, threads=COMPILE_THREADS.get(self.backend, 1))
@@ -209,7 +210,7 @@ class GrammarCache:
         self.ready.update(range(schemas))
         self.compiled.update(range(schemas))
 
-    def request(self, payload: object, schema: int, now: float, measured: bool) -> bool:
+    def request(self, payload: SimRequest, schema: int, now: float, measured: bool) -> bool:
         """A request of `schema` arrives at `now`: True on a cache hit, else its compile task is submitted."""
         if measured:
             self.lookups += 1
@@ -230,7 +231,7 @@ class GrammarCache:
             return self.pool.updated
         return self.pool.next_done()
 
-    def collect(self, now: float) -> list[object]:
+    def collect(self, now: float) -> list[SimRequest]:
         """Payloads of requests whose grammar is ready by `now`; their schemas join the cache."""
         for job in self.pool.finish(now):
             self._complete(job, now)

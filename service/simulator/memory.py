@@ -111,7 +111,7 @@ def activation_bytes_per_token(model: ModelSpec, server: ServerConfig) -> float:
     q = model.num_attention_heads * model.head_dim
     kv = 2 * max(model.num_kv_heads, 1) * model.head_dim
     if model.is_moe:
-        inter = (model.moe_intermediate_size or model.intermediate_size) * max(model.experts_per_token, 1)
+        inter: float = (model.moe_intermediate_size or model.intermediate_size) * max(model.experts_per_token, 1)
         ep = max(server.ep_size, 1)
         inter = inter / max(tp // ep, 1)
     else:

@@ -23,6 +23,7 @@ class Node:
 
     def __init__(self, parent: Node | None, key: int, length: int, now: float) -> None:
         self.children: dict[int, Node] = {}
+        # Only the root has no parent, so a walk towards the root stops at `parent is None`.
         self.parent = parent
         self.key = key
         self.length = length
@@ -97,9 +98,9 @@ class RadixCache:
     def load_back(self, match: Match, now: float) -> int:
         """Bring a match's host nodes back to the device (`hiradix_cache.py` load_back); tokens moved."""
         moved, node, path = 0, match.node, []
-        while node is not self.root and not node.device:
+        while (parent := node.parent) is not None and not node.device:
             path.append(node)
-            node = node.parent  # type: ignore[assignment]
+            node = parent
         for n in reversed(path):
             self._set_device(n, True, now)
             moved += n.length
@@ -154,22 +155,22 @@ class RadixCache:
 
     def lock(self, node: Node) -> None:
         """Protect a running request's prefix from eviction (`inc_lock_ref`)."""
-        while node is not self.root:
+        while (parent := node.parent) is not None:
             if node.lock == 0 and node.device:
                 self.protected_tokens += node.length
             node.lock += 1
-            node = node.parent  # type: ignore[assignment]
+            node = parent
 
     def unlock(self, node: Node, now: float) -> None:
         """Release a prefix (`dec_lock_ref`); unlocked leaves become evictable."""
-        while node is not self.root:
+        while (parent := node.parent) is not None:
             node.lock -= 1
             if node.lock == 0 and node.device:
                 self.protected_tokens -= node.length
                 node.last_access = max(node.last_access, now)
                 if node.device_children == 0:
                     heapq.heappush(self._heap, (node.last_access, next(self._seq), node))
-            node = node.parent  # type: ignore[assignment]
+            node = parent
 
     # -- eviction -------------------------------------------------------------------------------------
 
@@ -221,9 +222,9 @@ class RadixCache:
         if not self.host_capacity:
             return
         path = []
-        while node is not self.root and not node.host:
+        while (parent := node.parent) is not None and not node.host:
             path.append(node)
-            node = node.parent  # type: ignore[assignment]
+            node = parent
         for n in reversed(path):
             if not self._backup(n, now):
                 return

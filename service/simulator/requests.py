@@ -10,10 +10,14 @@ requests (`bench.dataset = "trace"`) are laid out from their own hash ids instea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from service.domain import BenchSpec, LengthDist, ModelSpec, PrefixStructure, TraceRecord, TraceSpec, WorkloadProfile
+
+if TYPE_CHECKING:  # radix.py imports this module
+    from service.simulator.radix import Node
 
 SYSTEM_BLOCK = 1
 TOOLS_BLOCK = 2
@@ -54,7 +58,7 @@ class SimRequest:
     host_hit_tokens: int = 0
     retracted: int = 0
     slot: int = -1
-    lock: object = None
+    lock: Node | None = None
     worker: int = -1
     decode_worker: int = -1
     ready_at: float = 0.0
@@ -115,7 +119,8 @@ def document_lengths(prefix: PrefixStructure, input_dist: LengthDist, cap: int) 
     others = prefix.system_prompt_tokens + prefix.variable_tokens + prefix.tool_definition_tokens \
         + prefix.history_tokens + MIN_UNIQUE_TAIL
     drawn = sample_lengths(input_dist, docs.count, np.random.default_rng(_DOCUMENT_SEED), cap) - others
-    return np.maximum(drawn, 1).astype(np.int64)
+    lengths: np.ndarray = np.maximum(drawn, 1).astype(np.int64)
+    return lengths
 
 
 def layout_blocks(prefix: PrefixStructure, length: int, rid: int, doc: int, conversation: int,

@@ -8,6 +8,7 @@ analytical model is remembered with it, so fallback counts stay per step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import ClassVar
 
 from service.components import StepCostModel
@@ -36,9 +37,9 @@ class CachedStepCost(StepCostModel):
         self.calls = 0
         self.fallbacks = 0
 
-    def _ask(self, fn: object, *args: int) -> tuple[float, bool]:
+    def _ask(self, fn: Callable[..., float], *args: int) -> tuple[float, bool]:
         before = self.inner.fallback_steps()
-        seconds = fn(*args)  # type: ignore[operator]
+        seconds = fn(*args)
         return float(seconds), self.inner.fallback_steps() > before
 
     def decode_seconds(self, batch: int, context_tokens: int) -> float:

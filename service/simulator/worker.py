@@ -194,16 +194,16 @@ class Worker:
         open_ = carried is None
         if carried is not None:
             r = carried
-            take = r.remaining_prefill if rem_chunk is None else min(r.remaining_prefill, rem_chunk)
-            if not self._make_room(take, now):
+            chunk = r.remaining_prefill if rem_chunk is None else min(r.remaining_prefill, rem_chunk)
+            if not self._make_room(chunk, now):
                 return []
-            self.own += take
-            batch.append((r, take))
-            rem_total -= take
-            rem_input -= take
+            self.own += chunk
+            batch.append((r, chunk))
+            rem_total -= chunk
+            rem_input -= chunk
             if rem_chunk is not None:
-                rem_chunk -= take
-            open_ = take == r.remaining_prefill
+                rem_chunk -= chunk
+            open_ = chunk == r.remaining_prefill
             if open_:  # a finishing chunk reserves its decode tokens (`_update_prefill_budget`)
                 rem_total -= min(r.max_new_tokens - r.generated, CLIP_MAX_NEW_TOKENS)
         while self.waiting and open_ and self.chunked is carried and rem_input > 0 \
@@ -312,7 +312,7 @@ class Worker:
         self.running.remove(r)
         self.own -= r.generated if self.cache.enabled and self.setup.role != "decode" else r.input_len + r.generated
         if r.lock is not None:
-            self.cache.unlock(r.lock, now)  # type: ignore[arg-type]
+            self.cache.unlock(r.lock, now)
             r.lock = None
 
     # -- completion -----------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ class Worker:
             self.own -= r.input_len - r.prefix_len
             self.cache.lock(node)
             if old_lock is not None:
-                self.cache.unlock(old_lock, now)  # type: ignore[arg-type]
+                self.cache.unlock(old_lock, now)
             r.lock = node
         if self.setup.role == "prefill":
             self.transferring.append(r)
@@ -375,7 +375,7 @@ class Worker:
         self.transferring.remove(r)
         if self.cache.enabled:
             if r.lock is not None:
-                self.cache.unlock(r.lock, now)  # type: ignore[arg-type]
+                self.cache.unlock(r.lock, now)
         else:
             self.own -= r.input_len + r.generated - r.prefix_len
         r.lock, r.prefix_len, r.extended = None, 0, 0
@@ -454,8 +454,8 @@ class Worker:
             node = r.lock
             self.own -= r.generated
             if node is not None:
-                self.cache.insert_output(node, r.generated, now)  # type: ignore[arg-type]
-                self.cache.unlock(node, now)  # type: ignore[arg-type]
+                self.cache.insert_output(node, r.generated, now)
+                self.cache.unlock(node, now)
         else:
             self.own -= r.input_len + r.generated - (r.prefix_len if self.setup.role != "decode" else 0)
         r.lock = None

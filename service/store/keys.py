@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Row, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.store import tables as t
@@ -84,8 +85,8 @@ class KeyQueries(StoreCore):
         return await self._read(work)
 
 
-def _key_from_row(row: object, *, with_hash: bool) -> ApiKeyRecord:
-    m = row._mapping  # type: ignore[attr-defined]
+def _key_from_row(row: Row[Any], *, with_hash: bool) -> ApiKeyRecord:
+    m = row._mapping
     return ApiKeyRecord(id=m["id"], name=m["name"], scopes=[Scope(s) for s in m["scopes"].split(",") if s],
                         created_at=m["created_at"], revoked_at=m["revoked_at"],
                         secret_hash=m["secret_hash"] if with_hash else "")
