@@ -18,7 +18,7 @@ from service.api.auth import SECURITY
 from service.api.problems import Problem, problem_responses
 from service.api.runtime import DEFAULT_MAX_UPLOAD_BYTES
 from service.domain import MeasuredProfile
-from service.profile import ProfileError, TokenizerNotFound, profile_log
+from service.profile import ProfileError, SegmentTokenizer, TokenizerNotFound, profile_log
 
 
 class ProfileUpload(msgspec.Struct, kw_only=True):
@@ -48,15 +48,23 @@ async def create_profile(
         log, tokenizer = Path(folder) / "requests.jsonl", Path(folder) / "tokenizer.json"
         await _save(data.log, log)
         await _save(data.tokenizer, tokenizer)
+        segmenter = await _tokenizer(tokenizer, folder)
         try:
             # Tokenising a large log is CPU work: keep it off the event loop that serves every other request.
-            return await asyncio.to_thread(profile_log, log, tokenizer, page_size=data.page_size)
-        except TokenizerNotFound as exc:
-            raise Problem(422, "invalid-tokenizer", "Unusable tokenizer", _without_paths(exc, folder),
-                          field="tokenizer", hint="upload the model's tokenizer.json") from exc
+            return await asyncio.to_thread(profile_log, log, segmenter, page_size=data.page_size)
         except (ProfileError, ValueError) as exc:
             raise Problem(422, "invalid-log", "Unusable request log", _without_paths(exc, folder), field="log",
                           hint="one JSON object per line with prompt/messages and completion") from exc
+
+
+async def _tokenizer(path: Path, folder: str) -> SegmentTokenizer:
+    try:
+        return await asyncio.to_thread(SegmentTokenizer.from_path, path)
+    except Exception as exc:  # noqa: BLE001 - the tokenizers library raises a bare Exception for any unreadable file
+        detail = _without_paths(exc, folder) if isinstance(exc, TokenizerNotFound) else \
+            f"the uploaded tokenizer is not a tokenizer.json the tokenizers library reads: {_without_paths(exc, folder)}"
+        raise Problem(422, "invalid-tokenizer", "Unusable tokenizer", detail, field="tokenizer",
+                      hint="upload the model's tokenizer.json") from exc
 
 
 def _without_paths(exc: Exception, folder: str) -> str:
