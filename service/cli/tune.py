@@ -32,8 +32,10 @@ def register(main: click.Group) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; repeats use seed, seed+1, ...")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Repeats per round (overrides playbook).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of Markdown.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the Markdown report to this file (with --json: JSON on stdout, Markdown here).")
 def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | None, policy: str | None,
-                 seed: int, repeats: int | None, as_json: bool) -> None:
+                 seed: int, repeats: int | None, as_json: bool, markdown_path: str | None) -> None:
     """Tune a deployment round by round: propose, benchmark, keep or roll back, as the casebook does."""
     host = PluginHost()
     try:
@@ -50,10 +52,13 @@ def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | Non
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
     # The same report the service stores and serves for a job of this playbook and seed.
+    markdown = render_markdown(outcome.report)
+    if markdown_path is not None:
+        Path(markdown_path).write_text(markdown, encoding="utf-8")
     if as_json:
         click.echo(msgspec.json.encode(report_json(outcome.report)).decode())
     else:
-        click.echo(render_markdown(outcome.report), nl=False)
+        click.echo(markdown, nl=False)
 
 
 def _resolve_playbook(host: PluginHost, ref: str) -> Playbook:

@@ -145,3 +145,4 @@ class Job(msgspec.Struct, kw_only=True):
     stop_reason: str | None = None
     kind: Literal["tune", "round"] = "tune"
     seed: int = 0
+    repeats: int | None = None

@@ -49,7 +49,7 @@ from service.engine.resume import resume_state
 from service.engine.slo import policy_slo_checks
 from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
 from service.engine.states import move_job, move_round
-from service.engine.trials import MAX_REPEAT_FACTOR, RoundMeasurer, Stopped
+from service.engine.trials import MAX_REPEAT_FACTOR, JournalFailed, RoundMeasurer, Stopped
 
 # Casebook: "a round whose measurement failed" never counts; after this many in a row the job fails.
 MAX_CONSECUTIVE_ERRORS = 4
@@ -108,9 +108,9 @@ class TuningEngine(RoundMeasurer):
             if current is not None:
                 current.uncancel()
             ending = self._stop_ending()
+        except JournalFailed as failure:
+            raise failure.error from None  # the job cannot go on here (lease lost, pipe closed): no ending
         except Exception as exc:
-            if self.is_journal_error(exc):
-                raise
             ending = Ending(JobState.FAILED, f"the tuning engine raised {type(exc).__name__}: {exc}")
         return await self._finish(ending)
 
@@ -149,6 +149,8 @@ class TuningEngine(RoundMeasurer):
         spent = self.budget.exhausted()
         if spent is not None:
             return spent
+        if not self.state.baseline:
+            return None
         checks = policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
         if all(c.met for c in checks) and objective_met(self.initial.objective, self.initial.slo,
                                                         self.state.baseline):
@@ -352,7 +354,9 @@ class TuningEngine(RoundMeasurer):
     async def _finish(self, stopped: Ending | None) -> TuningOutcome:
         """Close what is open, decide the ending once, tell the journal and the plugins, build the outcome."""
         await self._close_open_rounds(paused=stopped is not None and stopped.state is JobState.PAUSED)
-        checks = policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
+        # Nothing measured, nothing to assess: the report says the starting deployment was never measured.
+        checks = (policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
+                  if self.state.baseline else [])
         ending = stopped or decide_ending(self.state, checks, MAX_CONSECUTIVE_ERRORS, self.job.rounds,
                                           self.budget, self.steps_done_reason())
         move_job(self.job, ending.state, ending.reason)

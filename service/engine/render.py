@@ -91,6 +91,8 @@ def _change(before: RoundResult, after: RoundResult) -> str:
 def _slo_lines(report: TuningReport) -> list[str]:
     if report.slo is None:
         return ["The job has not ended: no assessment yet."]
+    if report.final is None:
+        return ["No deployment was measured: nothing to assess."]
     if not report.slo.checks:
         return ["No SLO targets were set."]
     lines = []

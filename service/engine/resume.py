@@ -29,13 +29,14 @@ def resume_state(initial: Scenario, history: list[Round], budget: Budget) -> Eng
                 budget.charge(round_.results, candidate.deployment.total_gpus())
             if round_.delta is not None:
                 budget.count_round()
+        if round_.state is RoundState.MEASURED:
+            # Proposed again with its group, it is judged on these results (not filtered out as tried).
+            state.awaiting_decision[key] = round_
+            continue
         if round_.delta is not None:
             state.tried.add(key)
         if candidate is not None and round_.results:
             state.measured.setdefault(fingerprint(candidate), round_.index)
-        if round_.state is RoundState.MEASURED:
-            state.awaiting_decision[key] = round_
-            continue
         state.interrupted.pop(key, None)
         _replay_decision(state, round_, candidate)
     return state

@@ -14,6 +14,7 @@ from service.engine.events import EventCallback
 from service.engine.journal import RoundJournal
 from service.engine.loop import EngineParts, TuningEngine
 from service.engine.outcome import TuningOutcome
+from service.scenario_check import check_candidate, refusal_line
 
 DEFAULT_RUNNER = "simulated"
 DEFAULT_POLICY = "casebook"
@@ -34,7 +35,14 @@ def parts_from_host(host: Any, playbook: Playbook, scenario: Scenario, *, runner
     for name in playbook.techniques:
         host.get("technique", name)  # raises with the nearest valid name
     return EngineParts(techniques=techniques, runner=chosen_runner, policy=chosen_policy,
-                       round_context=round_context(host, scenario, cost_model), hook=host.hook)
+                       round_context=round_context(host, scenario, cost_model), hook=host.hook,
+                       refuse=candidate_refusal)
+
+
+def candidate_refusal(candidate: Scenario) -> list[str]:
+    """Why a proposed candidate could never launch (the doors' check: flags, topology, values); [] if it can."""
+    issues = check_candidate(candidate)
+    return [refusal_line(issues)] if issues else []
 
 
 async def run_playbook(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,

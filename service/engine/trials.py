@@ -96,10 +96,6 @@ class RoundMeasurer:
     def _stop_ending(self) -> Ending:
         return self._stop or Ending(JobState.CANCELLED, "cancelled")
 
-    @staticmethod
-    def is_journal_error(exc: BaseException) -> bool:
-        return isinstance(exc, JournalFailed)
-
     # -- the journal --------------------------------------------------------------------------------------
 
     async def _store(self, round_: Round) -> None:

@@ -35,7 +35,8 @@ def build_engine(plugins: PluginHost, job: Job, journal: RoundJournal) -> Tuning
     playbook = plugins.get("playbook", job.playbook)
     scenario: Scenario = job.scenario if job.scenario is not None else playbook_scenario(playbook)
     parts = parts_from_host(plugins, playbook, scenario, runner=job.runner)
-    return TuningEngine(parts, playbook, scenario, seed=job.seed, job_id=job.id, journal=journal)
+    return TuningEngine(parts, playbook, scenario, seed=job.seed, repeats=job.repeats, job_id=job.id,
+                        journal=journal)
 
 
 async def run_job(engine: TuningEngine, job: Job) -> TuningReport:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -36,6 +37,8 @@ from service.workers.engine_executor import EngineExecutor, build_engine, run_jo
 
 # Niceness added to job processes (the lowest priority): the API process wins the CPU whenever it has work.
 JOB_NICENESS = 19
+# prctl(2) option: the signal a process receives when its parent dies.
+_PR_SET_PDEATHSIG = 1
 # CPUs kept free of job processes for the API's event loop (see the module docstring).
 SERVING_CPUS = 1
 
@@ -100,8 +103,16 @@ def lower_job_priority(niceness: int, cpus: frozenset[int] | None) -> None:
             os.sched_setaffinity(0, cpus)
 
 
+def die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent (the forkserver, which exits with the service) dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _job_main(conn: Connection, job_bytes: bytes, niceness: int, cpus: frozenset[int] | None = None) -> None:
     """The child: rebuild the job, run (or resume) the engine journaling over the pipe, send the report."""
+    die_with_parent()  # a killed service leaves no job computing on: its next start resumes the job
     lower_job_priority(niceness, cpus)
     job = msgspec.msgpack.decode(job_bytes, type=Job)
     engine = build_engine(PluginHost(), job, PipeJournal(conn))

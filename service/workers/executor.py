@@ -63,4 +63,5 @@ def to_domain_job(record: JobRecord, rounds: list[Round]) -> Job:
     scenario = None if raw_scenario is None else msgspec.convert(raw_scenario, Scenario)
     return Job(id=record.id, playbook=record.playbook, runner=record.runner, state=JobState.RUNNING,
                scenario=scenario, rounds=rounds, created_at=datetime.fromtimestamp(record.created_at, UTC),
-               kind="round" if record.kind == "round" else "tune", seed=int(record.request.get("seed") or 0))
+               kind="round" if record.kind == "round" else "tune", seed=int(record.request.get("seed") or 0),
+               repeats=record.request.get("repeats"))

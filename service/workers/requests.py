@@ -29,6 +29,8 @@ class JobRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kind: Literal["tune", "round"] = "tune"
     # Base traffic seed; repeats use seed, seed + 1, ... (`sglang-tuner tune --seed` gives the same job).
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
+    # Repeats per round; left out, the playbook's (`sglang-tuner tune --repeats`).
+    repeats: Annotated[int, msgspec.Meta(ge=1, le=20)] | None = None
 
 
 class JobRequestError(ValueError):

@@ -80,3 +80,35 @@ def test_kill_9_mid_round_then_restart_resumes_without_losing_or_duplicating_rou
     retried = sorted(r["retry_of"] for r in after if r["retry_of"] is not None)
     assert retried == sorted(interrupted)
     client.close()
+
+
+def test_kill_9_between_two_alternatives_keeps_the_measured_one_after_resume(service: Service) -> None:
+    # document-qa-rag's router step measures round_robin and cache_aware, each against the same TP4 baseline
+    # (casebook case 2, round 1): the group is decided only when both are measured.
+    token = _token(service.db, "write")
+    service.start()
+    client = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    job = client.post("/v1/jobs", json={"playbook": "document-qa-rag"}).json()
+    rounds_path = f"/v1/jobs/{job['id']}/rounds"
+    before = _wait(client, rounds_path, lambda rs: len(rs) >= 3 and rs[1]["state"] == "measured"
+                   and rs[2]["state"] == "running", timeout=300)
+    service.kill()
+    measured = before[1]
+    assert measured["decision"] is None and measured["results"]  # measured, its group not yet decided
+
+    service.start()
+    done = _wait(client, f"/v1/jobs/{job['id']}", lambda j: j["state"] not in {"queued", "running"}, timeout=300)
+    assert done["state"] == "succeeded" and done["attempt"] == 2
+    after = client.get(rounds_path).json()
+    kept = after[1]
+    # The measured alternative was kept through the restart: the same round, the same figures, now decided.
+    assert kept["state"] == "finished" and kept["decision"]["verdict"] in {"accept", "rollback", "keep_tradeoff"}
+    assert json.dumps(kept["results"], sort_keys=True) == json.dumps(measured["results"], sort_keys=True)
+    assert any("measured before the job was restarted" in reason for reason in kept["decision"]["reasons"])
+    summary = measured["summary"]
+    assert [r["index"] for r in after if r["summary"] == summary] == [1]  # never measured again
+    # The alternative cut off by the kill is interrupted and re-run as a new round pointing at it.
+    assert after[2]["state"] == "interrupted"
+    retry = [r for r in after if r["retry_of"] == 2]
+    assert len(retry) == 1 and retry[0]["summary"] == after[2]["summary"] and retry[0]["state"] == "finished"
+    client.close()

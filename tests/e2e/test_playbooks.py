@@ -8,13 +8,18 @@ the casebook, the assertion states what they decide and docs/tuning.md says why.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from service.plugin_host import PluginHost
+from tests.api.service_process import Service, create_keys, free_port
 
 HOST = PluginHost()
 pytestmark = [
@@ -29,13 +34,16 @@ CASEBOOK = ("coding-assistant", "document-qa-rag", "nightly-batch", "structured-
 EXTRA = {"moe-at-scale": ["--repeats", "1"]}
 _jobs: dict[str, subprocess.Popen[str]] = {}
 _reports: dict[str, dict] = {}
+# `tune --markdown` writes each job's Markdown report here, beside its JSON on stdout.
+_markdown = Path(tempfile.mkdtemp(prefix="sglang-tuner-reports-"))
 
 
 def tune(playbook: str) -> dict:
     """The JSON report of `tune --playbook <playbook> --json` (all five jobs start on the first call)."""
     if not _jobs:
         for name in CASEBOOK:
-            _jobs[name] = subprocess.Popen([CLI, "tune", "--playbook", name, "--json", *EXTRA.get(name, [])],
+            _jobs[name] = subprocess.Popen([CLI, "tune", "--playbook", name, "--seed", "0", "--json",
+                                            "--markdown", str(_markdown / f"{name}.md"), *EXTRA.get(name, [])],
                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if playbook not in _reports:
         out, _ = _jobs[playbook].communicate(timeout=600)
@@ -265,3 +273,42 @@ def test_moe_at_scale_accepts_ep_eplb_and_pd_and_picks_a_split_that_holds_itl() 
     # Casebook: 3.07x req/s from TP8 x 16 to the final split.
     before, after = report["rounds"][0]["result"]["bench"], kept[-1]["result"]["bench"]
     assert after["output_throughput"] > 2 * before["output_throughput"]
+
+
+def _without_job_id(markdown: str) -> str:
+    return re.sub(r"Job `[^`]+`", "Job `<id>`", markdown)
+
+
+def test_the_service_reports_each_casebook_job_byte_for_byte_as_tune_does(tmp_path: Path) -> None:
+    """One report: `tune --playbook P --seed 0` and GET /v1/jobs/{id}/report?format=markdown of a job with the
+    same playbook and seed (run by `sglang-tuner serve`, stored in SQLite) differ only in the job id."""
+    cli = {name: (tune(name), (_markdown / f"{name}.md").read_text(encoding="utf-8"))[1] for name in CASEBOOK}
+    db = tmp_path / "tuner.db"
+    token = create_keys(db, ["write"])["write"]
+    service = Service(db, free_port())
+    service.start()
+    try:
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+            ids = {name: client.post("/v1/jobs", json={"playbook": name, "seed": 0, **_repeats(name)}).json()["id"]
+                   for name in CASEBOOK}
+            for name, job_id in ids.items():
+                _wait_finished(client, job_id)
+                served = client.get(f"/v1/jobs/{job_id}/report", params={"format": "markdown"}).text
+                assert f"Job `{job_id}`" in served
+                assert _without_job_id(served) == _without_job_id(cli[name]), name
+    finally:
+        service.stop()
+
+
+def _repeats(name: str) -> dict[str, int]:
+    extra = EXTRA.get(name, [])
+    return {"repeats": int(extra[extra.index("--repeats") + 1])} if "--repeats" in extra else {}
+
+
+def _wait_finished(client: httpx.Client, job_id: str, timeout: float = 900.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()["state"]
+        if state not in ("queued", "running"):
+            return
+    raise AssertionError(f"job {job_id} did not finish in {timeout:.0f} s")
