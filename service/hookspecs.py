@@ -81,4 +81,6 @@ def on_round_finished(job_id: str, round_index: int, technique: str, verdict: st
 
 @hookspec
 def on_job_finished(job_id: str, state: str) -> None:
-    """Job `job_id` reached the terminal `state`. Results are ignored."""
+    """Job `job_id` ended as `state` (succeeded, slo_not_met, failed, cancelled, or paused to be resumed).
+
+    Called once per ending, by the engine that decided it. Results are ignored."""

@@ -19,7 +19,7 @@ from service.engine import JobEvent, RoundJournal, TuningReport
 from service.store import JobRecord, Store
 
 # Job events the store writes itself (`finish_job`, `release_job`): the journal does not write them twice.
-_STORE_WRITES = frozenset({"job_finished", "round_started", "round_finished", "round_measured"})
+_STORE_WRITES = frozenset({"job_started", "job_finished", "round_started", "round_finished", "round_measured"})
 
 
 class JobExecutor(Protocol):
