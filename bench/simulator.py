@@ -26,7 +26,7 @@ from service.components import RoundContext
 from service.domain import RoundResult, Scenario
 from service.plugin_host import PluginHost
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "casebook"
+EXAMPLES = Path(__file__).resolve().parents[1] / "playbooks" / "scenarios"
 
 
 def _scenario(name: str) -> Scenario:

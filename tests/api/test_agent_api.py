@@ -97,7 +97,7 @@ def test_diagnosis_of_casebook_case1_round0_points_at_chunked_prefill(client: Te
 
 
 def test_diagnosis_with_metrics_and_scenario_reads_further(client: TestClient, tokens: dict[str, str]) -> None:
-    scenario = load_scenario(ROOT / "examples" / "casebook" / "document-qa-rag-round0.toml")
+    scenario = load_scenario(ROOT / "playbooks" / "scenarios" / "document-qa-rag-round0.toml")
     body = {"bench_output": (FIXTURES / "case2_round0.txt").read_text(),
             "metrics": (FIXTURES / "case2_round0_metrics.txt").read_text(), "scenario": msgspec.to_builtins(scenario)}
     result = client.post("/v1/diagnoses", json=body, headers=auth(tokens["read"])).json()

@@ -53,7 +53,7 @@ def host(recorder: Recorder) -> PluginHost:
 
 
 def _scenario(prompts: int = 40, **changes: Any) -> dict[str, Any]:
-    scenario = load_scenario(ROOT / "examples/casebook/coding-assistant-round0.toml")
+    scenario = load_scenario(ROOT / "playbooks/scenarios/coding-assistant-round0.toml")
     bench = msgspec.structs.replace(scenario.bench, num_prompts=prompts, warmup_requests=0)
     body: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(scenario, bench=bench))
     for path, value in changes.items():

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
-SCENARIO = tomllib.loads((Path(__file__).parents[2] / "examples/casebook/coding-assistant-round0.toml").read_text())
+SCENARIO = tomllib.loads((Path(__file__).parents[2] / "playbooks/scenarios/coding-assistant-round0.toml").read_text())
 
 # Routes as the app lists them (`test_every_route_is_exercised` keeps this in step with the app).
 ROUTES: dict[str, tuple[str, ...]] = {

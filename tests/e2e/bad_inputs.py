@@ -15,7 +15,7 @@ import msgspec
 from service.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = ROOT / "examples" / "casebook" / "coding-assistant-round0.toml"
+BASE = ROOT / "playbooks" / "scenarios" / "coding-assistant-round0.toml"
 SERVER = "deployment.groups[0].server"
 
 

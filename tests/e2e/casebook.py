@@ -1,6 +1,6 @@
 """Scenarios of the casebook's rounds for the direction tests and the fidelity report.
 
-Each builder starts from a shipped example (`examples/casebook/`) and changes what a round changes.
+Each builder starts from a built-in playbook's scenario (`playbooks/scenarios/`) and changes what a round changes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import msgspec
 
 from service.domain import Deployment, RouterConfig, Scenario, WorkerGroup
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "casebook"
+EXAMPLES = Path(__file__).resolve().parents[2] / "playbooks" / "scenarios"
 SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 8,
         "speculative_num_draft_tokens": 6}
 NO_SPEC = dict.fromkeys(("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",

@@ -33,7 +33,7 @@ pytestmark = [
     pytest.mark.skipif("simulated" not in HOST.components("runner") or "casebook" not in HOST.components("policy"),
                        reason="needs the simulated runner and the casebook policy"),
 ]
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "casebook" / "nightly-batch-round0.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "playbooks" / "scenarios" / "nightly-batch-round0.toml"
 REPEATS = 3
 A_A_TRIALS = 50
 REGRESSION_TRIALS = 20

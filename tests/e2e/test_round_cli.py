@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from service.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-CASE1 = ROOT / "examples" / "casebook" / "coding-assistant-round0.toml"
+CASE1 = ROOT / "playbooks" / "scenarios" / "coding-assistant-round0.toml"
 TRACE = ROOT / "examples" / "traces" / "chat-sessions.toml"
 # sglang.bench_serving's output-file keys (0.5.23), plus max_itl_ms.
 BENCH_KEYS = {"completed", "duration", "request_throughput", "input_throughput", "output_throughput",

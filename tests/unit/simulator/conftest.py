@@ -11,11 +11,14 @@ from service.domain import RoundResult, Scenario, resolve_model
 from service.simulator import simulate_round
 from service.simulator.analytic import analytic_binder
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "casebook"
+ROOT = Path(__file__).resolve().parents[3]
+# The round-0 scenarios ship with the built-in playbooks; the final configurations stay examples.
+FOLDERS = (ROOT / "playbooks" / "scenarios", ROOT / "examples" / "casebook")
 
 
 def load(name: str) -> Scenario:
-    return msgspec.toml.decode((EXAMPLES / f"{name}.toml").read_bytes(), type=Scenario)
+    path = next(folder / f"{name}.toml" for folder in FOLDERS if (folder / f"{name}.toml").is_file())
+    return msgspec.toml.decode(path.read_bytes(), type=Scenario)
 
 
 def run(scenario: Scenario, seed: int = 7) -> RoundResult:
