@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The example plugin's tests against sglang-tuner as a user installs it: a wheel built from this tree, in a
 # fresh virtualenv, run from a folder outside the checkout, so nothing can be imported from the checkout.
-# The contract suites (service.testing) must work from the wheel alone.
+# The contract suites (service.testing) must work from the wheel alone, and so must the built-in playbooks:
+# the playbook contract runs against each, and each default scenario must load from the installed package.
 #
 #   scripts/test_plugin_wheel.sh     # PYTHON (default .venv/bin/python) runs pip; KEEP=1 keeps the temp folder
 #
@@ -49,7 +50,9 @@ if ! install >"$WORK/install.log" 2>&1; then
 fi
 
 # Run from $WORK/run: its conftest stops the session unless sglang-tuner and the plugin load from the venv.
+# Next to the plugin's tests, the playbook contract against every built-in playbook as installed.
 cp -r "$WORK/src/examples/plugin-example/tests" "$WORK/run/tests"
+cp "$WORK/src/tests/contract/test_playbooks.py" "$WORK/run/tests/test_builtin_playbooks.py"
 cat > "$WORK/run/conftest.py" <<PY
 import service
 import sglang_tuner_example
@@ -60,4 +63,28 @@ print(f"service imported from {service.__file__}")
 PY
 cd "$WORK/run"
 env -u PYTHONPATH "$VPY" -m pytest -q -s -p no:cacheprovider -p no:randomly tests
-echo "example plugin's tests against the wheel ${tuner[0]##*/}: $((SECONDS - started))s"
+
+# `tune --playbook NAME` starts from the playbook's default scenario: each must load from the installed
+# `playbooks` package (a path into the checkout, such as ../examples/, is not in the wheel).
+env -u PYTHONPATH "$VPY" - <<'PY'
+from importlib.resources import files
+from pathlib import Path
+
+from service.playbooks import playbook_scenario
+from service.testing import make_host
+
+installed = Path(str(files("playbooks"))).resolve()
+playbooks = make_host(builtins=True).components("playbook")
+casebook = {"coding-assistant", "document-qa-rag", "nightly-batch", "structured-output", "moe-at-scale"}
+assert casebook <= set(playbooks), f"built-in playbooks missing from the wheel: {sorted(casebook - set(playbooks))}"
+for name, playbook in sorted(playbooks.items()):
+    if playbook.scenario is None:
+        assert name not in casebook, f"the {name} playbook lost its default scenario"
+        print(f"playbook {name}: no default scenario (tune asks for --scenario)")
+        continue
+    path = Path(playbook.scenario)
+    assert path.is_relative_to(installed), f"the {name} playbook's scenario {path} is outside {installed}"
+    scenario = playbook_scenario(playbook)
+    print(f"playbook {name}: scenario {scenario.name} loads from {path.relative_to(installed.parent)}")
+PY
+echo "example plugin's and built-in playbooks' tests against the wheel ${tuner[0]##*/}: $((SECONDS - started))s"
