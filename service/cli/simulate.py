@@ -11,8 +11,8 @@ import click
 import msgspec
 
 from service.cli.checks import refuse_invalid
-from service.components import RoundContext
 from service.domain import BenchSpec, RoundResult
+from service.engine import round_context
 from service.plugin_host import PluginHost
 from service.scenario import InputFileError, load_scenario
 
@@ -41,7 +41,7 @@ def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model
         chosen = host.get("runner", runner)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from exc
-    context = RoundContext(cost_models=host.components("cost_model"), cost_model=cost_model)
+    context = round_context(host, scenario, cost_model)  # the one choice `tune` and the service make too
     received: list[signal.Signals] = []
     try:
         result = asyncio.run(_until_stopped(chosen.run_round(scenario, seed=seed, context=context), received))
