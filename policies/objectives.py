@@ -105,7 +105,8 @@ def _unlabelled_only(ev: Evaluation, slo: SLO, objective: Objective,
     # Only a tail the label does not show fell: the warming pattern's rule decides.
     verdict, phrase = _tail_only(ev.changes, slo, objective)
     if verdict is Verdict.ACCEPT:
-        phrase = f"accepted: {', '.join(describe(c) for c in fell)}, a tail the SLO asks for"
+        why = "a tail the SLO names" if named_figures(slo, objective) else "no latency target to weigh it against"
+        phrase = f"accepted: {', '.join(describe(c) for c in fell)} ({why})"
     return verdict, phrase
 
 
