@@ -13,6 +13,8 @@ from service import Applicability, ConfigDelta, Technique, TuningContext
 HIT_RATE_DOMINANT = 0.6
 # A hit rate this far below the sharing rate means prompts defeat the cache (casebook "Server Metrics").
 HIT_RATE_GAP = 0.1
+HICACHE_OFF = {"enable_hierarchical_cache": None, "hicache_ratio": None, "hicache_size": None,
+               "hicache_write_policy": None, "hicache_io_backend": None}
 
 
 def hicache_break_even(ctx: TuningContext) -> tuple[float, float]:
@@ -31,7 +33,10 @@ class HiCache(Technique):
 
     def applicable(self, ctx: TuningContext) -> Applicability:
         if main_server(ctx.scenario).enable_hierarchical_cache:
-            return Applicability(False, "HiCache is already enabled.")
+            harmful = _hicache_harmful(ctx)
+            if harmful is not None:
+                return Applicability(True, f"HiCache is on but {harmful}: remove it.")
+            return Applicability(False, "HiCache is already enabled, and transfer beats recompute here.")
         if reused_prefix_tokens(ctx.scenario) == 0:
             return Applicability(False, "No shared prefix to keep, so a host cache tier has nothing to restore.")
         recompute, transfer = hicache_break_even(ctx)
@@ -46,6 +51,10 @@ class HiCache(Technique):
                                    f"{recompute / transfer:.1f}x), as in casebook case 2.")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        if main_server(ctx.scenario).enable_hierarchical_cache:
+            if _hicache_harmful(ctx) is None:
+                return []
+            return [ConfigDelta(technique=self.name, summary="remove HiCache", set_server=dict(HICACHE_OFF))]
         first = "write_through" if sharing_rate(ctx.scenario) >= HIT_RATE_DOMINANT else "write_back"
         policies = [first]
         if ctx.options.get("compare_write_policies"):
@@ -58,6 +67,18 @@ class HiCache(Technique):
                         "hicache_write_policy": policy, "hicache_io_backend": "kernel",
                         "enable_cache_report": True})
             for policy in policies]
+
+
+def _hicache_harmful(ctx: TuningContext) -> str | None:
+    """Why a HiCache tier that is on does harm here, or None (casebook case 2 break-even: restoring a
+    prefix from host memory must beat recomputing it, 30 ms against 227 ms there)."""
+    if reused_prefix_tokens(ctx.scenario) == 0:
+        return "no prefix is shared, so the host tier has nothing to restore"
+    recompute, transfer = hicache_break_even(ctx)
+    if transfer >= recompute:
+        return (f"below break-even (recompute {recompute:.0f} ms vs transfer {transfer:.0f} ms): restoring from "
+                "host is slower than recomputing (casebook case 2)")
+    return None
 
 
 class PromptStructure(Technique):
