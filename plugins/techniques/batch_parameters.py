@@ -18,6 +18,9 @@ CAP_BINDS = 0.8
 # The knobs the casebook's round 3 sets together (case 3: "Maximizing Batch Parameters").
 BUNDLE = ("max_running_requests", "chunked_prefill_size", "max_prefill_tokens", "mem_fraction_static",
           "schedule_conservativeness")
+# The bundle's knobs no later step changes (the 0.96 probe moves mem-fraction, the running-cap steps move
+# max-running-requests): while these hold the bundle's values, the bundle (or each of them alone) was kept.
+SETTLED = ("chunked_prefill_size", "max_prefill_tokens", "schedule_conservativeness")
 
 
 class BatchParameters(Technique):
@@ -94,9 +97,14 @@ class BatchParameters(Technique):
 
 
 def _failed_bundle(ctx: TuningContext, server: ServerConfig) -> ConfigDelta | None:
-    """The bundle this job ran and rolled back (its settings are not all in effect), or None."""
+    """The bundle this job ran and rolled back, or None.
+
+    Rolled back: the knobs no later step changes do not all hold the bundle's values. Once kept, the 0.96
+    probe and the running-cap steps may move its other knobs without making it a failed bundle.
+    """
     for delta in tried_deltas(ctx, BatchParameters.name):
-        if set(BUNDLE) <= set(delta.set_server) and not server_has(server, delta.set_server):
+        settled = {knob: delta.set_server.get(knob) for knob in SETTLED}
+        if set(BUNDLE) <= set(delta.set_server) and not server_has(server, settled):
             return delta
     return None
 

@@ -12,7 +12,7 @@ import asyncio
 import msgspec
 
 from plugins.techniques.batch_parameters import BUNDLE, BatchParameters
-from service import SLO, Objective, Playbook, Scenario
+from service import SLO, ConfigDelta, Objective, Playbook, Scenario
 from service.engine import EngineParts, TuningEngine, apply_delta, delta_key
 from tests.unit.engine.fakes import FakeRunner, ThroughputPolicy, model_spec
 from tests.unit.techniques.scenarios import context, deployment, scenario
@@ -57,11 +57,17 @@ def test_each_knob_is_tried_once_and_a_kept_one_is_not_offered_again() -> None:
     assert not verdict.applicable and "each of its knobs was tried alone" in verdict.reason
 
 
-def test_a_kept_bundle_is_not_decomposed() -> None:
+def test_a_kept_bundle_is_not_decomposed_even_after_later_steps_move_its_knobs() -> None:
     scen = offline_job()
     [bundle] = BATCH.propose(context(scen))
-    after = BATCH.propose(context(apply_delta(scen, bundle), tried=[delta_key(bundle)]))
+    kept = apply_delta(scen, bundle)
+    after = BATCH.propose(context(kept, tried=[delta_key(bundle)]))
     assert [d.summary for d in after] == ["mem-fraction-static 0.96", "client concurrency 1200"]
+    # The running cap and the clients doubled later (case 3 round 4): the bundle is still the kept one.
+    cap = ConfigDelta(technique=BATCH.name, summary="", set_server={"max_running_requests": 1200},
+                      client_concurrency=1200)
+    later = BATCH.propose(context(apply_delta(kept, cap), tried=[delta_key(bundle), delta_key(cap), delta_key(after[0])]))
+    assert [d.summary for d in later] == ["client concurrency 2400"]
 
 
 def _figures(scen: Scenario) -> dict[str, float]:
