@@ -66,7 +66,8 @@ def _rounds_table(rounds: list[ReportRound]) -> list[str]:
         result = round_.result
         cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
-        cells.append(_change(baseline, result) if baseline and result else "-")
+        paired = _paired_change(round_.figures)
+        cells.append(paired or (_change(baseline, result) if baseline and result else "-"))
         cells.append(round_.verdict or round_.state)
         cells.append(round_.source or "-")
         lines.append("| " + " | ".join(cells) + " |")
@@ -76,6 +77,19 @@ def _rounds_table(rounds: list[ReportRound]) -> list[str]:
     if first is not None and baseline is not None and first is not baseline:
         lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, baseline)} | | |")
     return lines
+
+
+# The changes the decision was made on (and its pattern label derived from), when the policy reports them.
+_PAIRED = (("tok/s", "output_throughput"), ("p99 TTFT", "p99_ttft_ms"), ("median ITL", "median_itl_ms"))
+
+
+def _paired_change(figures: dict[str, object]) -> str:
+    parts = []
+    for label, key in _PAIRED:
+        change = figures.get(f"{key}.change")
+        if isinstance(change, int | float):
+            parts.append(f"{label} {100.0 * change:+.1f}%")
+    return ", ".join(parts)
 
 
 def _change(before: RoundResult, after: RoundResult) -> str:

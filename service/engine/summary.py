@@ -62,18 +62,11 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
         delta = round_.delta
         if delta is None or round_.decision is None or not round_.decision.verdict.keeps_candidate():
             continue
-        warning = _quality_warning(delta)
-        if warning:
-            lines.append(f"Round {round_.index} ({delta.summary}): {warning}.")
+        if delta.quality_check:
+            lines.append(f"Round {round_.index} ({delta.summary}): {delta.quality_check.rstrip('.')}.")
     if final.launch_refused and state.baseline_measured:
         lines.append("The flag catalogue refused the final launch commands: " + "; ".join(final.launch_refused))
     return lines
-
-
-def _quality_warning(delta: object) -> str:
-    """A kept change whose output quality was never checked (for example FP8 without a quality result)."""
-    note = getattr(delta, "quality_note", None) or ""
-    return str(note)
 
 
 def _figure(value: float | None, name: str) -> str:

@@ -308,7 +308,7 @@ def _repeats(name: str) -> dict[str, int]:
 def _wait_finished(client: httpx.Client, job_id: str, timeout: float = 900.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 30}).json()["state"]
+        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 20}).json()["state"]  # under the client timeout
         if state not in ("queued", "running"):
             return
     raise AssertionError(f"job {job_id} did not finish in {timeout:.0f} s")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 import msgspec
 
-from service import Playbook, hookimpl
+from service import ConfigDelta, Playbook, TuningContext, hookimpl
 from service.engine import EngineParts, TuningEngine, load_report, render_markdown, report_json, round_context
 from service.plugin_host import PluginHost
 from tests.unit.engine.fakes import FakeRunner, SweepTechnique, ThroughputPolicy, chunk_figures, model_spec, scenario
@@ -63,3 +64,24 @@ def test_the_cost_model_is_chosen_in_one_place_by_the_plugins_select_hook() -> N
     host = PluginHost(plugins=[("prefer", PreferRoofline())])
     assert round_context(host, scenario()).cost_model == "roofline"
     assert round_context(host, scenario(), "aiconfigurator").cost_model == "aiconfigurator"  # asked by name
+
+
+class UncheckedFp8(SweepTechnique):
+    """A kept change whose quality was never measured (FP8 without a quality result)."""
+
+    name: ClassVar[str] = "fp8_unchecked"
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        return [ConfigDelta(technique=self.name, summary="FP8 weights", set_server={"chunked_prefill_size": 4096},
+                            quality_check="adopt only after a quality check: no quality result for FP8")]
+
+
+def test_a_kept_change_without_a_quality_result_is_flagged_in_the_first_lines() -> None:
+    parts = EngineParts(techniques={"fp8_unchecked": UncheckedFp8([4096])}, runner=FakeRunner(chunk_figures),
+                        policy=ThroughputPolicy(), resolve=model_spec)
+    outcome = asyncio.run(TuningEngine(parts, Playbook(name="p", techniques=["fp8_unchecked"]), scenario()).run())
+    assert outcome.report.rounds[1].verdict in ("accept", "keep_tradeoff")
+    assert "Round 1 (FP8 weights): adopt only after a quality check: no quality result for FP8." in (
+        outcome.report.headline)
+    first_lines = render_markdown(outcome.report).splitlines()[:6]
+    assert any("adopt only after a quality check" in line for line in first_lines)
