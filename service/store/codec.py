@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import secrets
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 from sqlalchemy import Row
 
 from service.domain import JobState
 from service.store.records import EventRecord, JobRecord
+
+# A row of any columns: SQLAlchemy types a row by the columns selected (a variadic generic).
+AnyRow: TypeAlias = Row[*tuple[Any, ...]]
 
 
 def _plain_number(value: Any) -> Any:
@@ -40,7 +43,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
-def job_from_row(row: Row[Any]) -> JobRecord:
+def job_from_row(row: AnyRow) -> JobRecord:
     m = row._mapping
     return JobRecord(
         id=m["id"], kind=m["kind"], playbook=m["playbook"], runner=m["runner"], resource=m["resource"],
@@ -53,7 +56,7 @@ def job_from_row(row: Row[Any]) -> JobRecord:
     )
 
 
-def event_from_row(row: Row[Any]) -> EventRecord:
+def event_from_row(row: AnyRow) -> EventRecord:
     m = row._mapping
     return EventRecord(id=m["id"], job_id=m["job_id"], kind=m["kind"], body=loads(m["body"]),
                        created_at=m["created_at"])

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.store import tables as t
-from service.store.codec import new_id
+from service.store.codec import AnyRow, new_id
 from service.store.core import StoreCore
 from service.store.records import ApiKeyRecord, Scope
 
@@ -85,7 +84,7 @@ class KeyQueries(StoreCore):
         return await self._read(work)
 
 
-def _key_from_row(row: Row[Any], *, with_hash: bool) -> ApiKeyRecord:
+def _key_from_row(row: AnyRow, *, with_hash: bool) -> ApiKeyRecord:
     m = row._mapping
     return ApiKeyRecord(id=m["id"], name=m["name"], scopes=[Scope(s) for s in m["scopes"].split(",") if s],
                         created_at=m["created_at"], revoked_at=m["revoked_at"],

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from service.store import tables as t
-from service.store.codec import dumps, loads, new_id
+from service.store.codec import AnyRow, dumps, loads, new_id
 from service.store.core import StoreCore
 from service.store.records import (
     FireOutcome,
@@ -119,12 +119,12 @@ def _fire_values(fire: FireRecord) -> dict[str, object]:
             "job_id": fire.job_id, "instance": fire.instance, "recorded_at": fire.recorded_at}
 
 
-def _plain(row: Row[Any]) -> dict[str, Any]:
+def _plain(row: AnyRow) -> dict[str, Any]:
     # Row keys are SQLAlchemy `quoted_name`s; msgspec wants exact `str` keys.
     return {str(key): value for key, value in row._mapping.items()}
 
 
-def _schedule_from_row(row: Row[Any]) -> ScheduleRecord:
+def _schedule_from_row(row: AnyRow) -> ScheduleRecord:
     m = _plain(row)
     m["job_request"] = loads(m["job_request"])
     m["enabled"] = bool(m["enabled"])
