@@ -59,6 +59,9 @@ class Technique(ABC):
     # and the best kept one wins. True: they are successive steps; the engine runs the first untried one,
     # judges it against the last accepted step, and asks again.
     stepwise: ClassVar[bool] = False
+    # A diagnosis that must come before these techniques: when the engine chooses the order (a playbook with
+    # `order = "casebook"`) and this technique applies, it runs before the first of them, whatever the ranks.
+    diagnoses_before: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def applicable(self, ctx: TuningContext) -> Applicability:

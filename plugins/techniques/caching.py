@@ -88,6 +88,9 @@ class PromptStructure(Technique):
     rank: ClassVar[int] = 4
     description: ClassVar[str] = ("A variable field before a shared prefix invalidates everything after it; "
                                   "moving it to the end halved TTFT in casebook case 2 and case 4.")
+    # Casebook lessons learned: review the prompt structure before serving optimisation; while a variable
+    # field breaks the prefix, neither cache-aware routing nor HiCache can find anything to reuse.
+    diagnoses_before: ClassVar[tuple[str, ...]] = ("router_policy", "hicache")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
         problems = _problems(ctx)

@@ -44,6 +44,7 @@ from service.engine.events import EventCallback, EventSink, JobEvent
 from service.engine.journal import NullJournal, RoundJournal
 from service.engine.measure import mean_result
 from service.engine.outcome import TuningOutcome, build_outcome, objective_met
+from service.engine.overrides import with_playbook_bench, with_playbook_quality
 from service.engine.quality import check_quality, gate_required
 from service.engine.resume import resume_state
 from service.engine.slo import policy_slo_checks
@@ -79,7 +80,7 @@ class TuningEngine(RoundMeasurer):
         self.playbook = playbook
         self.seed = seed
         self.repeats = max(1, repeats if repeats is not None else playbook.repeats)
-        scenario = _with_playbook_bench(_with_playbook_quality(scenario, playbook), playbook)
+        scenario = with_playbook_bench(with_playbook_quality(scenario, playbook), playbook)
         self.initial = scenario
         self.job = Job(id=job_id or uuid.uuid4().hex[:12], playbook=playbook.name, runner=parts.runner.name,
                        scenario=scenario)
@@ -125,10 +126,24 @@ class TuningEngine(RoundMeasurer):
         """The job's rounds; an Ending when it stops early, None when it ran its course."""
         if not self.state.baseline_measured and not await self._measure_baseline():
             return None
-        for name in self.steps():
+        pending = self.steps()
+        while pending:
             if self._stop_reason() is not None:
                 return None
+            name = self._diagnosis_for(pending[0], pending) or pending[0]
+            pending.remove(name)
             await self._run_step(name)
+        return None
+
+    def _diagnosis_for(self, step: str, pending: list[str]) -> str | None:
+        """A pending technique whose diagnosis must precede `step` and that applies now (casebook order only)."""
+        if self.playbook.order != "casebook":
+            return None  # a listed order is the playbook author's
+        for name in pending[1:]:
+            technique = self.parts.techniques[name]
+            if step in technique.diagnoses_before and self._blocked(technique) is None:
+                if technique.applicable(self._context(name)).applicable:
+                    return name
         return None
 
     def steps(self) -> list[str]:
@@ -391,27 +406,6 @@ class TuningEngine(RoundMeasurer):
         done = sum(1 for r in self.job.rounds if r.state.is_terminal())
         return JobEvent(kind=kind, job_id=self.job.id, rounds_done=done, rounds_budget=self.budget.max_rounds,
                         **fields)
-
-
-def _with_playbook_quality(scenario: Scenario, playbook: Playbook) -> Scenario:
-    """Quality results given in the playbook join the scenario's (the scenario's win on the same subject)."""
-    if not playbook.quality:
-        return scenario
-    known = {q.subject for q in scenario.quality}
-    extra = [q for q in playbook.quality if q.subject not in known]
-    return msgspec.structs.replace(scenario, quality=[*scenario.quality, *extra])
-
-
-def _with_playbook_bench(scenario: Scenario, playbook: Playbook) -> Scenario:
-    """The playbook's bench settings (round size, warm-up) override the scenario's for every round."""
-    if not playbook.bench:
-        return scenario
-    fields = msgspec.to_builtins(scenario.bench) | dict(playbook.bench)
-    try:
-        bench = msgspec.convert(fields, type(scenario.bench))
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"playbook {playbook.name!r}: invalid bench setting: {exc}") from exc
-    return msgspec.structs.replace(scenario, bench=bench)
 
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "MAX_REPEAT_FACTOR", "EngineParts", "TuningEngine", "round_key"]
