@@ -41,6 +41,7 @@ from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.ending import Ending, decide_ending
 from service.engine.events import EventCallback, EventSink, JobEvent
+from service.engine.fallback import fall_back_to_best_passing
 from service.engine.journal import NullJournal, RoundJournal
 from service.engine.measure import mean_result
 from service.engine.outcome import TuningOutcome, build_outcome, objective_met
@@ -258,6 +259,7 @@ class TuningEngine(RoundMeasurer):
                 await self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
                 return None
         results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
+        self.state.scenarios[round_.index] = candidate
         if gate is not None and decision.verdict.keeps_candidate():
             decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
         return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
@@ -344,6 +346,7 @@ class TuningEngine(RoundMeasurer):
                 self.state.baseline_measured = True
                 self.state.errors_in_a_row = 0
                 self.state.measured.setdefault(fingerprint(self.state.accepted), round_.index)
+                self.state.scenarios[round_.index] = self.state.accepted
                 return True
             self.state.errors_in_a_row += 1
             retry_of = round_.index
@@ -372,6 +375,8 @@ class TuningEngine(RoundMeasurer):
         # Nothing measured, nothing to assess: the report says the starting deployment was never measured.
         checks = (policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
                   if self.state.baseline else [])
+        if stopped is None and not all(c.met for c in checks):
+            checks = fall_back_to_best_passing(self.state, self.job.rounds, self.parts.policy, self.initial) or checks
         ending = stopped or decide_ending(self.state, checks, MAX_CONSECUTIVE_ERRORS, self.job.rounds,
                                           self.budget, self.steps_done_reason())
         move_job(self.job, ending.state, ending.reason)

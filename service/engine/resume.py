@@ -37,6 +37,7 @@ def resume_state(initial: Scenario, history: list[Round], budget: Budget) -> Eng
             state.tried.add(key)
         if candidate is not None and round_.results:
             state.measured.setdefault(fingerprint(candidate), round_.index)
+            state.scenarios[round_.index] = candidate
         state.interrupted.pop(key, None)
         _replay_decision(state, round_, candidate)
     return state

@@ -40,6 +40,10 @@ class EngineState:
     awaiting_decision: dict[str, Round] = field(default_factory=dict)
     # Rounds a dead worker left open (delta key -> round index): the next try points at them (`retry_of`).
     interrupted: dict[str, int] = field(default_factory=dict)
+    # The deployment each measured round ran (round index -> scenario).
+    scenarios: dict[int, Scenario] = field(default_factory=dict)
+    # Why the final deployment is not the last accepted one (the best SLO-passing one measured instead).
+    final_note: str = ""
 
 
 def round_key(round_: Round) -> str:

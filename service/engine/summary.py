@@ -48,6 +48,8 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
 def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: FinalParts,
               state: EngineState) -> list[str]:
     lines = [f"**{job.state.value}**: {job.stop_reason}."]
+    if state.final_note:
+        lines.append(state.final_note)
     if job.state is JobState.SLO_NOT_MET:
         missed = [c for c in checks if not c.met]
         lines.append("The final deployment does NOT meet its SLO: " + "; ".join(

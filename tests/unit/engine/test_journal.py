@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from service import Applicability, ConfigDelta, Playbook, Technique, TuningContext
+import msgspec
+
+from service import SLO, Applicability, ConfigDelta, Playbook, Technique, TuningContext
 from service.domain import JobState, RoundState, Verdict
 from service.engine import EngineParts, MemoryJournal, TuningEngine
 from service.engine.setup import candidate_refusal
@@ -101,3 +103,20 @@ def test_a_deployment_measured_once_in_a_job_is_never_measured_again() -> None:
     second = outcome.job.rounds[2]
     assert second.technique == "same_chunk" and second.results == outcome.job.rounds[1].results
     assert any("its measurement is reused, no new run" in reason for reason in second.decision.reasons)
+
+
+def _drifting(scenario):  # type: ignore[no-untyped-def]
+    """Each smaller chunk gains throughput; the last one gives back the p99 TTFT the first one won."""
+    chunk = scenario.deployment.groups[0].server.chunked_prefill_size
+    throughput, p99 = {None: (1000.0, 3000.0), 4096: (1100.0, 1500.0), 2048: (1200.0, 2500.0)}[chunk]
+    return {"output_throughput": throughput, "p99_ttft_ms": p99}
+
+
+def test_a_path_ending_on_an_slo_miss_ends_on_the_best_slo_passing_deployment_measured() -> None:
+    start = msgspec.structs.replace(scenario(), slo=SLO(ttft_p99_ms=2000.0))
+    outcome = asyncio.run(TuningEngine(_parts(FakeRunner(_drifting), SweepTechnique([4096, 2048])),
+                                       GROUP, start).run())
+    assert [r.decision.verdict for r in outcome.job.rounds[1:]] == [Verdict.ACCEPT, Verdict.ACCEPT]
+    assert outcome.final.deployment.groups[0].server.chunked_prefill_size == 4096  # round 2 missed p99 TTFT
+    assert outcome.job.state is JobState.SUCCEEDED and outcome.slo_met
+    assert "the final configuration is round 1's (chunk 4096)" in outcome.report.headline[1]
