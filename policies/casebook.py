@@ -13,12 +13,14 @@ from typing import ClassVar
 import msgspec
 
 from policies.changes import Direction, MetricChange
-from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_error
+from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_error, reread, slo_lines, within_noise
 from policies.objectives import failure_verdict, objective_change, objective_override, pattern_verdict
 from policies.patterns import MEANING, classify
 from policies.settings import PolicySettings
+from policies.slo_gate import averaged, slo_checks
+from policies.slo_interval import judge_percentiles, judged_checks
 from policies.wording import describe, detail_lines, figures, headline
-from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, Verdict
+from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, SLOCheck, Verdict
 
 
 class _MeasuredPolicy(Policy):
@@ -34,11 +36,11 @@ class _MeasuredPolicy(Policy):
         if error is not None:
             return Decision(verdict=Verdict.ERROR, pattern=Pattern.NOT_APPLICABLE, policy=self.name,
                             reasons=[f"{error}: not comparable, never accepted"])
-        ev = evaluate(baseline, candidate, slo, self.settings)
+        ev = evaluate(in_seed_order(baseline), in_seed_order(candidate), slo, self.settings)
         verdict, pattern, sentence, notes = self._judge(ev, slo, objective)
         return Decision(
             verdict=verdict, pattern=pattern, policy=self.name,
-            reasons=[sentence, *notes, *detail_lines(ev.changes)],
+            reasons=[sentence, *notes, *slo_lines(ev), *detail_lines(ev.changes)],
             figures=figures(ev.changes, ev.cand_checks, ev.base_checks),
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
             unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
@@ -47,12 +49,24 @@ class _MeasuredPolicy(Policy):
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
         raise NotImplementedError
 
+    def slo_checks(self, result: RoundResult | list[RoundResult], slo: SLO) -> list[SLOCheck]:
+        """The SLO checks this policy decides by, for one round or its repeats: percentile targets on the
+        pooled requests of every repeat, the other targets on the mean over repeats."""
+        results = in_seed_order(result if isinstance(result, list) else [result])
+        judged = judge_percentiles(results, slo, self.settings.slo_confidence)
+        return judged_checks(slo_checks(averaged(results), slo), judged)
+
     def _unsettled(self, ev: Evaluation, slo: SLO, objective: Objective, verdict: Verdict, pattern: Pattern) -> bool:
         """Whether noise, not the measurement, decided: reading every uncertain change as real (better or
-        worse) would give another verdict or pattern, so more repeats could change the decision."""
-        if verdict is Verdict.ERROR or not any(c.direction is Direction.UNCERTAIN for c in ev.changes):
+        worse), or every SLO target within noise as met or missed, would give another verdict or pattern,
+        so more repeats could change the decision."""
+        if verdict is Verdict.ERROR:
             return False
-        readings = [_settled(ev, improving) for improving in (True, False)]
+        readings = []
+        if any(c.direction is Direction.UNCERTAIN for c in ev.changes):
+            readings += [_settled(ev, improving) for improving in (True, False)]
+        if within_noise(ev):
+            readings += [reread(ev, cand, base) for cand in (True, False) for base in (True, False)]
         return any(self._judge(other, slo, objective)[:2] != (verdict, pattern) for other in readings)
 
 
@@ -105,6 +119,16 @@ class CasebookPolicy(_MeasuredPolicy):
             sentence = f"{describe(target)} with {headline_text}: {MEANING[pattern]}, {phrase}"
             return verdict, pattern, sentence, notes
         return verdict, pattern, f"{headline_text}: {MEANING[pattern]}, {phrase}", notes
+
+
+def in_seed_order(results: list[RoundResult]) -> list[RoundResult]:
+    """The repeats in traffic-seed order (then by their figures), so the order they were handed over in
+    never changes a decision: pooling, pairing and the bootstrap's draws all follow this order."""
+    def key(r: RoundResult) -> tuple[bool, int, bytes]:
+        seed = r.provenance.seed
+        return seed is None, seed if seed is not None else 0, msgspec.json.encode(r.bench)
+
+    return sorted(results, key=key)
 
 
 def _settled(ev: Evaluation, improving: bool) -> Evaluation:

@@ -61,15 +61,17 @@ def student_t_two_sided_p(t: float, df: float) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def t_critical(df: float) -> float:
-    """The two-sided 5% critical value of Student's t (the normal's 1.96 when `df` is infinite)."""
-    if math.isinf(df):
+def t_critical(df: float, level: float = 0.05) -> float:
+    """The two-sided critical value of Student's t at `level` (5%: the normal's 1.96 when `df` is infinite)."""
+    if math.isinf(df) and level == 0.05:
         return 1.959963984540054
+    p_of = normal_two_sided_p if math.isinf(df) else functools.partial(student_t_two_sided_p, df=df)
     low, high = 0.0, 1e6
     for _ in range(200):  # bisection on the two-sided p-value, which falls as t grows
         mid = (low + high) / 2.0
-        low, high = (mid, high) if student_t_two_sided_p(mid, df) > 0.05 else (low, mid)
+        low, high = (mid, high) if p_of(mid) > level else (low, mid)
     return high
+
 
 
 def welch_log_se(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[float, float] | None:

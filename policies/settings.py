@@ -35,6 +35,9 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         min_paired_seeds: With at least this many seed-paired repeats per side (the engine runs the
             candidate on the baseline's seeds), each figure is judged by a paired t over the per-seed log
             ratios alone; with fewer, the per-request bootstrap supplies the noise.
+        slo_confidence: Confidence of the interval a percentile SLO is judged by (pooled requests of every
+            repeat, order-statistic bound): met when the interval is under the target, missed when it is
+            over, otherwise within noise, and the decision asks for more seeds.
     """
 
     min_throughput_change: float = 0.03
@@ -51,3 +54,8 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     bootstrap_seed: int = 20260807
     bootstrap_block: int = 0
     min_paired_seeds: int = 3
+    slo_confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.slo_confidence < 1.0:
+            raise ValueError(f"slo_confidence must be between 0 and 1 (0.95 is a 95% interval), got {self.slo_confidence}")
