@@ -10,6 +10,12 @@ finished jobs never change (a finished job is immutable) and are kept. A view is
 only the first time a job is asked for, or when the refresher has fallen `max_stale_seconds` behind (then
 concurrent requests for one job share a single read). The API's own writes (create, cancel) replace the
 entry at once; a long-poll (`?wait=`) always reads the database.
+
+Pages of `GET /v1/jobs` are kept the same way, for `refresh_seconds` each (so a listing is as stale as a
+view may be): clients polling a dashboard ask for the same page, and each page read costs a database
+read of 50 rows. A page in use is read again in the background once half that old, so requests do not
+wait for it; concurrent requests for a page nobody asked for lately share one read. The API's own writes
+(create, cancel) drop every page.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
-from service.api.wire import JobView, job_view
+from service.api.wire import JobList, JobView, job_view
 from service.domain import JobState
 from service.logs import get_logger
 from service.store import JobRecord, Store
@@ -41,6 +47,47 @@ class JobViewIndex:
         self._entries: dict[str, tuple[float, JobView]] = {}
         self._reads: dict[str, asyncio.Future[JobView | None]] = {}
         self._asked: dict[str, float] = {}  # when each job's view was last asked for
+        self._pages: dict[Hashable, tuple[float, JobList]] = {}
+        self._page_reads: dict[Hashable, asyncio.Task[JobList]] = {}
+
+    async def page(self, key: Hashable, read: Callable[[], Awaitable[JobList]]) -> JobList:
+        """The listing page `key` read at most `refresh_seconds` ago, else `read()` (shared by concurrent callers)."""
+        if self.refresh_seconds <= 0:
+            return await read()
+        hit = self._pages.get(key)
+        if hit is not None:
+            age = time.monotonic() - hit[0]
+            if age < self.refresh_seconds:
+                if age >= self.refresh_seconds / 2:
+                    self._page_read(key, read)  # ahead of expiry: this request does not wait for it
+                return hit[1]
+        # Shielded: one client giving up must not cancel the read the others wait for.
+        return await asyncio.shield(self._page_read(key, read))
+
+    def _page_read(self, key: Hashable, read: Callable[[], Awaitable[JobList]]) -> asyncio.Task[JobList]:
+        """The read of this page in flight, or a new one."""
+        pending = self._page_reads.get(key)
+        if pending is None:
+            pending = asyncio.create_task(self._read_page(key, read), name="job-page-read")
+            pending.add_done_callback(_retrieve_error)
+            self._page_reads[key] = pending
+        return pending
+
+    async def _read_page(self, key: Hashable, read: Callable[[], Awaitable[JobList]]) -> JobList:
+        read_at = time.monotonic()
+        try:
+            page = await read()
+        finally:
+            self._page_reads.pop(key, None)
+        if len(self._pages) >= CAPACITY:
+            self._pages.clear()
+        self._pages[key] = (read_at, page)
+        return page
+
+    def written(self, view: JobView) -> None:
+        """The API has just written this job (created or cancelled it): index its view, drop the pages."""
+        self.put(view)
+        self._pages.clear()
 
     async def view(self, job_id: str, read: Callable[[], Awaitable[JobView | None]]) -> JobView | None:
         """The indexed view of `job_id` if fresh enough, else the result of `read()` (shared by concurrent callers)."""
@@ -135,6 +182,12 @@ class JobViewIndex:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _retrieve_error(task: asyncio.Task[JobList]) -> None:
+    # Every waiter sees a failed read's error; if all of them gave up, nobody is left to retrieve it.
+    if not task.cancelled():
+        task.exception()
 
 
 async def read_view(store: Store, job: JobRecord) -> JobView:

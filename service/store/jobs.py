@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -73,7 +73,7 @@ class JobQueries(StoreCore):
         """
         # Without the report: a listing never shows it, and decoding a page of reports (some 50 KB each)
         # cost 60 ms of CPU a page (BENCHMARKS.md, "HTTP service: listing jobs"). `get_job` reads it.
-        query = select(*_LISTED).order_by(t.jobs.c.created_at.desc(), t.jobs.c.id.desc()).limit(limit + 1)
+        query = select(*_LISTED, _queue_position_column()).order_by(t.jobs.c.created_at.desc(), t.jobs.c.id.desc()).limit(limit + 1)
         for column, value in ((t.jobs.c.state, state), (t.jobs.c.playbook, playbook),
                               (t.jobs.c.runner, runner), (t.jobs.c.schedule_id, schedule_id)):
             if value is not None:
@@ -83,11 +83,14 @@ class JobQueries(StoreCore):
             query = query.where(or_(t.jobs.c.created_at < at, and_(t.jobs.c.created_at == at, t.jobs.c.id < last_id)))
 
         async def work(conn: AsyncConnection) -> JobPage:
-            items = [job_from_row(row) for row in (await conn.execute(query)).all()]
+            rows = (await conn.execute(query)).all()[:limit + 1]
+            items = [job_from_row(row) for row in rows]
             more = len(items) > limit
             items = items[:limit]
             next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more and items else None
-            return JobPage(items=items, next_cursor=next_cursor, queue_positions=await _queue_positions(conn, items))
+            # Positions come with the page (one statement): a read per queued job made a page of them slow.
+            positions = {row.id: int(row.queue_position) for row in rows[:limit] if row.queue_position is not None}
+            return JobPage(items=items, next_cursor=next_cursor, queue_positions=positions)
         return await self._read(work)
 
     async def claim_job(self, owner: str, lease_seconds: float) -> JobRecord | None:
@@ -259,17 +262,14 @@ class JobQueries(StoreCore):
         return job_from_row((await conn.execute(select(t.jobs).where(t.jobs.c.id == job_id))).one())
 
 
-async def _queue_positions(conn: AsyncConnection, jobs: list[JobRecord]) -> dict[str, int]:
-    """Queue positions of the queued `jobs`, in one query (one read per job made listings slow)."""
-    queued = [job.id for job in jobs if job.state == JobState.QUEUED]
-    if not queued:
-        return {}
-    # PARTITION BY groups NULL resources together, as `queue_position` counts them.
-    ranked = select(t.jobs.c.id, func.row_number().over(
-        partition_by=t.jobs.c.resource, order_by=(t.jobs.c.created_at, t.jobs.c.id)).label("position")) \
-        .where(t.jobs.c.state == JobState.QUEUED.value).subquery()
-    rows = await conn.execute(select(ranked.c.id, ranked.c.position).where(ranked.c.id.in_(queued)))
-    return {job_id: int(position) for job_id, position in rows.all()}
+def _queue_position_column() -> Any:
+    """A job's 1-based place among queued jobs waiting for the same resource (NULL unless queued), as a column."""
+    ahead = t.jobs.alias("ahead")
+    count = select(func.count()).select_from(ahead).where(
+        ahead.c.state == JobState.QUEUED.value, ahead.c.resource.is_not_distinct_from(t.jobs.c.resource),
+        or_(ahead.c.created_at < t.jobs.c.created_at,
+            and_(ahead.c.created_at == t.jobs.c.created_at, ahead.c.id <= t.jobs.c.id))).scalar_subquery()
+    return case((t.jobs.c.state == JobState.QUEUED.value, count), else_=None).label("queue_position")
 
 
 __all__ = ["IdempotencyConflictError", "JobQueries"]

@@ -57,7 +57,7 @@ async def create_job(
         runtime.workers.wake()
         runtime.bell.ring()
     view = await read_view(runtime.store, job)
-    runtime.job_views.put(view)
+    runtime.job_views.written(view)
     return Response(view, status_code=202 if created else 200, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
@@ -72,11 +72,14 @@ async def list_jobs(
     cursor: Annotated[str | None, QueryParameter(max_length=400, description="`next_cursor` of the previous page.")] = None,
 ) -> JobList:
     """Jobs newest first, filtered by state, playbook, runner or schedule."""
-    page = await runtime.store.list_jobs(state=job_state, playbook=playbook, runner=runner, schedule_id=schedule_id,
-                                         limit=limit, cursor=cursor)
-    # One read for the page and its queue positions: a read per job made a page of queued jobs slow.
-    return JobList(items=[job_view(job, page.queue_positions.get(job.id)) for job in page.items],
-                   next_cursor=page.next_cursor)
+    async def read() -> JobList:
+        page = await runtime.store.list_jobs(state=job_state, playbook=playbook, runner=runner,
+                                             schedule_id=schedule_id, limit=limit, cursor=cursor)
+        # One read for the page and its queue positions: a read per job made a page of queued jobs slow.
+        return JobList(items=[job_view(job, page.queue_positions.get(job.id)) for job in page.items],
+                       next_cursor=page.next_cursor)
+
+    return await runtime.job_views.page((job_state, playbook, runner, schedule_id, limit, cursor), read)
 
 
 @get("/{job_id:str}", operation_id="getJob", opt=_READ, security=SECURITY,
@@ -141,7 +144,7 @@ async def cancel_job(job_id: JobId, runtime: Runtime) -> Response[JobView]:
     await runtime.workers.request_cancel(job_id)
     runtime.bell.ring()
     view = await read_view(runtime.store, job)
-    runtime.job_views.put(view)
+    runtime.job_views.written(view)
     return Response(view, status_code=202, headers={"Location": f"/v1/jobs/{job_id}"})
 
 
