@@ -6,7 +6,7 @@ import importlib.util
 import subprocess
 import sys
 
-BENCHMARKS = ["profile", "simulator", "trace", "tune", "api"]
+BENCHMARKS = ["profile", "simulator", "trace", "tune", "api", "api_list"]
 
 
 def main() -> int:
