@@ -79,7 +79,7 @@ def llms_txt() -> str:
 
 
 @get("/v1/tools", operation_id="listTools", opt={"scope": "read"}, security=SECURITY, tags=["agents"],
-     responses=problem_responses(401, 403), sync_to_thread=False)
+     responses=problem_responses(400, 401, 403), sync_to_thread=False)
 def list_tools() -> list[ToolSchema]:
     """The MCP server's tools as OpenAI-style function schemas, for agents that do not speak MCP."""
     return msgspec.convert(openai_tool_schemas(ServiceJobs(base_url=None)), list[ToolSchema])

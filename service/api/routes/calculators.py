@@ -18,7 +18,7 @@ from service.calc import CalcInputError, bounds
 from service.domain import GpuSpec, ModelSpec, gpu_spec, resolve_model
 
 _READ = {"scope": "read"}
-_ERRORS = problem_responses(400, 401, 403, 413, 422)
+_ERRORS = problem_responses(400, 401, 403, 413, 415, 422)
 
 
 # Every size is bounded (`service.calc.bounds`): a negative or overflowing one is a 400 naming the field.

@@ -15,7 +15,7 @@ from service.api.wire import ComponentView
 from service.plugin_host import PluginHost
 
 _READ = {"scope": "read"}
-_ERRORS = problem_responses(401, 403)
+_ERRORS = problem_responses(400, 401, 403)
 
 
 def _views(plugins: PluginHost, kind: str) -> list[ComponentView]:

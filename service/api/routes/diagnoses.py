@@ -50,7 +50,7 @@ def _inputs(data: DiagnosisRequest) -> tuple[WorkloadProfile | None, DiagnosisCo
 
 
 @post("/v1/diagnoses", operation_id="createDiagnosis", opt={"scope": "read"}, security=SECURITY, status_code=200,
-      tags=["diagnoses"], responses=problem_responses(400, 401, 403, 413, 422))
+      tags=["diagnoses"], responses=problem_responses(400, 401, 403, 413, 415, 422))
 async def create_diagnosis(data: JSONBody[DiagnosisRequest]) -> Diagnosis:
     """Read a benchmark in the casebook's order: findings with evidence and rule, and the technique to try next.
 

@@ -55,7 +55,7 @@ async def _follow(runtime: Runtime, job_id: str, after: int) -> AsyncIterator[Se
 
 
 @get("/{job_id:str}/events", operation_id="streamJobEvents", opt={"scope": "read"}, security=SECURITY,
-     responses=problem_responses(401, 403, 404), media_type="text/event-stream")
+     responses=problem_responses(400, 401, 403, 404), media_type="text/event-stream")
 async def stream_events(
     job_id: JobId,
     runtime: Runtime,

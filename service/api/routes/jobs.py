@@ -35,7 +35,7 @@ async def _job_or_404(runtime: Runtime, job_id: str) -> JobRecord:
 
 
 @post("/", operation_id="createJob", opt=_WRITE, security=SECURITY, status_code=202,
-      responses=problem_responses(400, 401, 403, 413, 422))
+      responses=problem_responses(400, 401, 403, 413, 415, 422))
 async def create_job(
     data: JSONBody[JobCreate],
     runtime: Runtime,
@@ -132,7 +132,7 @@ async def _state_change(runtime: Runtime, job: JobRecord, wait: float) -> JobRec
 
 
 @post("/{job_id:str}/cancel", operation_id="cancelJob", opt=_WRITE, security=SECURITY, status_code=202,
-      responses=problem_responses(401, 403, 404, 409))
+      responses=problem_responses(400, 401, 403, 404, 409, 415))
 async def cancel_job(job_id: JobId, runtime: Runtime) -> Response[JobView]:
     """Cancel a job: a queued job at once; a running one stops its round and keeps the last accepted deployment."""
     job = await runtime.store.request_cancel(job_id)
@@ -149,7 +149,7 @@ async def cancel_job(job_id: JobId, runtime: Runtime) -> Response[JobView]:
 
 
 @get("/{job_id:str}/rounds", operation_id="listJobRounds", opt=_READ, security=SECURITY,
-     responses=problem_responses(401, 403, 404))
+     responses=problem_responses(400, 401, 403, 404))
 async def list_rounds(job_id: JobId, runtime: Runtime) -> list[RoundView]:
     """Every round of a job in order: committed, failed and interrupted ones, each with its decision."""
     await _job_or_404(runtime, job_id)

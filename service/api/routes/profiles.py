@@ -36,7 +36,7 @@ async def _save(upload: UploadFile, path: Path) -> None:
 @post("/v1/profiles", operation_id="createProfile", opt={"scope": "write", BODY_OPT: "multipart"}, security=SECURITY,
       status_code=200,
       tags=["profiles"], request_max_body_size=DEFAULT_MAX_UPLOAD_BYTES,
-      responses=problem_responses(400, 401, 403, 413, 422))
+      responses=problem_responses(400, 401, 403, 413, 415, 422))
 async def create_profile(
     data: Annotated[ProfileUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
 ) -> MeasuredProfile:

@@ -47,7 +47,7 @@ def _check_timezone(name: str) -> None:
 
 
 @post("/", operation_id="createSchedule", opt=_ADMIN, security=SECURITY,
-      responses=problem_responses(400, 401, 403, 409, 413, 422))
+      responses=problem_responses(400, 401, 403, 409, 413, 415, 422))
 async def create_schedule(data: JSONBody[ScheduleCreate], runtime: Runtime) -> Response[ScheduleView]:
     """Store a cron schedule; each fire queues one job with the given body."""
     _check_timezone(data.timezone)
@@ -69,21 +69,21 @@ async def create_schedule(data: JSONBody[ScheduleCreate], runtime: Runtime) -> R
     return Response(_view(schedule), status_code=201, headers={"Location": f"/v1/schedules/{schedule.id}"})
 
 
-@get("/", operation_id="listSchedules", opt=_READ, security=SECURITY, responses=problem_responses(401, 403))
+@get("/", operation_id="listSchedules", opt=_READ, security=SECURITY, responses=problem_responses(400, 401, 403))
 async def list_schedules(runtime: Runtime) -> list[ScheduleView]:
     """Every schedule with its next fire time."""
     return [_view(s) for s in await runtime.store.list_schedules()]
 
 
 @get("/{schedule_id:str}", operation_id="getSchedule", opt=_READ, security=SECURITY,
-     responses=problem_responses(401, 403, 404))
+     responses=problem_responses(400, 401, 403, 404))
 async def get_schedule(schedule_id: ScheduleId, runtime: Runtime) -> ScheduleView:
     """One schedule."""
     return _view(await _schedule_or_404(runtime, schedule_id))
 
 
 @get("/{schedule_id:str}/fires", operation_id="listScheduleFires", opt=_READ, security=SECURITY,
-     responses=problem_responses(401, 403, 404))
+     responses=problem_responses(400, 401, 403, 404))
 async def list_fires(schedule_id: ScheduleId, runtime: Runtime) -> list[FireView]:
     """Recent fires, newest first: started (with the job id), coalesced or missed."""
     await _schedule_or_404(runtime, schedule_id)
@@ -91,7 +91,7 @@ async def list_fires(schedule_id: ScheduleId, runtime: Runtime) -> list[FireView
 
 
 @delete("/{schedule_id:str}", operation_id="deleteSchedule", opt=_ADMIN, security=SECURITY,
-        responses=problem_responses(401, 403, 404))
+        responses=problem_responses(400, 401, 403, 404, 415))
 async def delete_schedule(schedule_id: ScheduleId, runtime: Runtime) -> None:
     """Delete a schedule; jobs it started are kept."""
     if not await runtime.store.delete_schedule(schedule_id):
