@@ -14,11 +14,12 @@ limit) and checked by `service.api.json_limits` before the handler decodes them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 from litestar.handlers import HTTPRouteHandler
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import ASGIApp, HTTPRequestEvent, HTTPScope, Receive, ReceiveMessage, Scope, Send
 
 from service.api.json_limits import InputRefused, check_json_body, check_path, check_query_string
 from service.api.mcp_mount import IN_PROCESS, allowed_hosts, allowed_origins
@@ -36,9 +37,12 @@ def admission(settings: ServiceSettings) -> Callable[[ASGIApp], ASGIApp]:
 
     def factory(app: ASGIApp) -> ASGIApp:
         async def admit(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http" or not isinstance(scope.get("route_handler"), HTTPRouteHandler):
+            if scope["type"] != ScopeType.HTTP or not isinstance(scope.get("route_handler"), HTTPRouteHandler):
                 await app(scope, receive, send)  # the MCP mount (an ASGI handler) checks its own requests
                 return
+            await admit_http(scope, receive, send)
+
+        async def admit_http(scope: HTTPScope, receive: Receive, send: Send) -> None:
             try:
                 check_path(scope["path"])
                 check_query_string(scope.get("query_string", b""))
@@ -111,7 +115,7 @@ def _unsupported(sent: str, expected: str) -> Problem:
                    hint=f"send 'Content-Type: {expected}'" + (" with a UTF-8 JSON body" if "json" in expected else ""))
 
 
-async def _checked_body(scope: Scope, receive: Receive, headers: dict[str, str]) -> Receive:
+async def _checked_body(scope: HTTPScope, receive: Receive, headers: dict[str, str]) -> Receive:
     """Check the content type; read and check a JSON body, then hand the handler a receive that replays it."""
     expected = _expected_media(scope)
     declared = headers.get("content-length")
@@ -126,17 +130,17 @@ async def _checked_body(scope: Scope, receive: Receive, headers: dict[str, str])
         raise _bad_request(exc) from exc
     replayed = False
 
-    async def replay() -> Message:
+    async def replay() -> ReceiveMessage:
         nonlocal replayed
         if replayed:
             return await receive()  # after the body: the disconnect, when the client goes
         replayed = True
-        return {"type": "http.request", "body": body, "more_body": False}
+        return HTTPRequestEvent(type="http.request", body=body, more_body=False)
     return replay
 
 
-async def _read_body(scope: Scope, receive: Receive) -> bytes:
-    limit = scope["route_handler"].resolve_request_max_body_size()
+async def _read_body(scope: HTTPScope, receive: Receive) -> bytes:
+    limit = cast(HTTPRouteHandler, scope["route_handler"]).resolve_request_max_body_size()
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -7,12 +7,12 @@ socket or a second code path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
 from litestar import Litestar, asgi
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import Receive, Scope, Send
 
 from service.api.problems import Problem
 from service.api.runtime import ServiceRuntime, ServiceSettings, is_loopback
@@ -75,9 +75,10 @@ def build_mcp_endpoint(app: Litestar, runtime: ServiceRuntime) -> McpEndpoint:
                        max_body_bytes=settings.max_body_bytes, realm=(settings.public_url or "sglang-tuner"))
 
 
-def _in_process(app: Litestar) -> ASGIApp:
-    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
-        await app({**scope, IN_PROCESS: True}, receive, send)  # type: ignore[arg-type]
+def _in_process(app: Litestar) -> Any:
+    """`app` with the scope of every request marked as coming from the MCP tools in-process."""
+    async def marked(scope: Any, receive: Any, send: Any) -> None:
+        await app(cast(Scope, {**scope, IN_PROCESS: True}), receive, send)
     return marked
 
 

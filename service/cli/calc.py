@@ -22,7 +22,7 @@ _OPTIONS = {"num_layers": "--layers", "num_kv_heads": "--kv-heads", "bytes_per_t
             "output_tokens_per_s": "--output-tps"}
 
 
-def _sized(bound: calc.Bound, *, integer: bool = False) -> click.ParamType:
+def _sized(bound: calc.Bound, *, integer: bool = False) -> click.IntRange | click.FloatRange:
     """A click type refusing values outside `bound` (`service.calc.bounds`), naming the option."""
     if integer:
         low = int(bound.low) + (1 if bound.low_open else 0)
