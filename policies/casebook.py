@@ -126,7 +126,7 @@ def in_seed_order(results: list[RoundResult]) -> list[RoundResult]:
     never changes a decision: pooling, pairing and the bootstrap's draws all follow this order."""
     def key(r: RoundResult) -> tuple[bool, int, bytes]:
         seed = r.provenance.seed
-        return seed is None, seed if seed is not None else 0, msgspec.json.encode(r.bench)
+        return seed is None, seed if seed is not None else 0, msgspec.json.encode(r.bench, enc_hook=float)
 
     return sorted(results, key=key)
 
