@@ -28,7 +28,8 @@ __all__ = ["LATENCY_TARGETS", "NAMED_FIGURES", "TTFT_TARGETS", "averaged", "comp
 
 
 def averaged(results: Sequence[RoundResult]) -> RoundResult:
-    """One round whose figures are the mean of the repeats' (what the SLO is judged by)."""
+    """One round whose figures are the mean of the repeats' (what the means and rates are judged by;
+    percentile targets are judged on the pooled requests, `policies.slo_interval`)."""
     return mean_result(list(results))
 
 
@@ -98,7 +99,8 @@ def gate(comparison: Comparison, slo: SLO, base: list[SLOCheck], cand: list[SLOC
 
     A target counts as newly met only when the metric behind it improved significantly (p < `alpha`),
     so a baseline sitting on the target cannot be "fixed" by noise; a target counts as broken on the
-    point estimate alone, because the gate fails closed.
+    point estimate (the pooled percentile), because the gate fails closed; a percentile within noise of
+    its target makes the decision unsettled instead (`policies.evaluation.reread`).
     """
     base_met = {c.name: c.met for c in base}
     broken = [c for c in cand if base_met.get(c.name) and not c.met]
