@@ -1,0 +1,178 @@
+"""Scenarios nobody tuned for, and a memoised job runner, for tests/e2e/test_untuned_scenarios.py.
+
+Each scenario is built as the data a user would send (`scenario_from_data`): a shipped model, a GPU of the
+hardware catalogue, one starting deployment and a workload profile, with a small bench (a few hundred
+prompts) so every job of the suite runs in seconds on the simulated runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from service import Playbook, Scenario
+from service.engine import TuningOutcome, run_playbook
+from service.plugin_host import PluginHost
+from service.scenario import scenario_from_data
+
+HOST = PluginHost()
+
+EAGLE3 = {"speculative-algorithm": "EAGLE3", "speculative-num-steps": 5, "speculative-eagle-topk": 8,
+          "speculative-num-draft-tokens": 6}
+FP8 = {"quantization": "fp8", "kv-cache-dtype": "fp8_e5m2"}
+
+
+def scenario_data(name: str, *, model: str, gpu: str, gpus: int, tp: int, replicas: int = 1,
+                  router: str | None = None, server: dict[str, Any] | None = None,
+                  workload: dict[str, Any], slo: dict[str, Any] | None = None, objective: str = "latency",
+                  bench: dict[str, Any] | None = None, nodes: int = 1) -> dict[str, Any]:
+    """A scenario as JSON-ready data: one worker group of `replicas` TP `tp` servers on `gpus` per node."""
+    flags = {"tp-size": tp, "enable-metrics": True, **(server or {})}
+    if flags.get("speculative-algorithm") and "speculative-draft-model-path" not in flags:
+        flags["speculative-draft-model-path"] = f"{model}-eagle3"
+    deployment: dict[str, Any] = {"groups": [{"name": "worker", "replicas": replicas,
+                                              "base_port": 30001 if router else 30000, "server": flags}]}
+    if router:
+        deployment["router"] = {"policy": router, "port": 30000}
+    concurrency = workload.get("peak_concurrency", 16)
+    return {
+        "name": name, "model": model, "sglang_version": "0.5.23",
+        "hardware": {"gpu": gpu, "gpus_per_node": gpus, "nodes": nodes},
+        "deployment": deployment, "workload": workload, "slo": slo or {}, "objective": {"kind": objective},
+        "bench": {"dataset": "workload", "num_prompts": 300, "max_concurrency": concurrency,
+                  "warmup_requests": 4, **(bench or {})},
+    }
+
+
+def build(data: dict[str, Any], **changes: Any) -> Scenario:
+    """The scenario of `data`, with top-level `changes` (a deep copy, so variants never share state)."""
+    return scenario_from_data({**copy.deepcopy(data), **changes}, source=data["name"])
+
+
+_done: dict[tuple[str, str], TuningOutcome] = {}
+
+
+def job(key: str, playbook: Playbook, scenario: Scenario, *, seed: int = 0) -> TuningOutcome:
+    """One job on the simulated runner with the casebook policy, run once per process for its key."""
+    memo = (key, f"{playbook.name}:{seed}")
+    if memo not in _done:
+        _done[memo] = asyncio.run(run_playbook(HOST, playbook, scenario, runner="simulated", seed=seed))
+    return _done[memo]
+
+
+def playbook(name: str, *techniques: str, max_rounds: int = 6, repeats: int = 2, **fields: Any) -> Playbook:
+    """A short custom playbook: the listed techniques in order, two repeats per round."""
+    return Playbook(name=name, techniques=list(techniques), max_rounds=max_rounds, repeats=repeats, **fields)
+
+
+def auto(**fields: Any) -> Playbook:
+    """The built-in `auto` playbook (every technique in the casebook's order), two repeats per round."""
+    base = HOST.components("playbook")["auto"]
+    return Playbook(**{**{f: getattr(base, f) for f in base.__struct_fields__}, "repeats": 2, **fields})
+
+
+def to_toml(data: dict[str, Any], table: str = "") -> str:
+    """`data` as a scenario file (`tune --scenario` reads TOML): scalars, tables and arrays of tables."""
+    lines, tables = [], []
+    for key, value in data.items():
+        name = f'{table}."{key}"' if table else f'"{key}"'
+        if isinstance(value, dict):
+            tables.append(f"\n[{name}]\n" + to_toml(value, name))
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            tables.extend(f"\n[[{name}]]\n" + to_toml(item, name) for item in value)
+        else:
+            lines.append(f'"{key}" = {_scalar(value)}')
+    return "\n".join(lines) + "".join(tables) + "\n"
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    return repr(value)
+
+
+# -- workloads --------------------------------------------------------------------------------------------
+
+# An internal chat assistant: short prompts under a shared 800-token system prompt, 500-token answers.
+CHAT = {"name": "chat", "input": {"median": 1000, "p95": 3000}, "output": {"median": 500, "p95": 1200},
+        "prefix_sharing_rate": 0.3, "peak_concurrency": 8, "prefix": {"system_prompt_tokens": 800},
+        "speculative": {"draft_acceptance": 0.78}}
+# Short summaries driven by a batch client at 240 concurrent requests (casebook case 3's shape, 9B already).
+SUMMARIES = {"name": "summaries", "input": {"median": 1200, "p95": 2000},
+             "output": {"median": 150, "p95": 190, "maximum": 200}, "peak_concurrency": 240,
+             "prefix": {"system_prompt_tokens": 150}, "speculative": {"draft_acceptance": 0.55}}
+# Agents whose users register their own tools: a new JSON schema per request, 200 of them in a run.
+USER_TOOLS = {"name": "user-tools", "input": {"median": 1500, "p95": 2200}, "output": {"median": 150, "p95": 250},
+              "peak_concurrency": 24, "request_rate": 15.0,
+              "structured_output": {"mode": "json_schema", "schemas": 200, "dynamic_schemas": True},
+              "prefix": {"system_prompt_tokens": 400, "tool_definition_tokens": 800, "tools_position": "first"}}
+# Support chat: a 1,000-token system prompt, then each of 64 conversations' 3,500-token history.
+SUPPORT = {"name": "support-chat", "input": {"median": 5000, "p95": 9000}, "output": {"median": 300, "p95": 800},
+           "prefix_sharing_rate": 0.7, "peak_concurrency": 32,
+           "prefix": {"system_prompt_tokens": 1000, "history_tokens": 3500, "conversations": 64},
+           "speculative": {"draft_acceptance": 0.7}}
+# Policy Q&A over 1,000 documents of 12,000 tokens (90% of traffic on 140 of them), a time stamp and request
+# id in front of the system prompt: casebook case 2's shape on a corpus whose popular set outgrows one replica.
+POLICY_QA = {"name": "policy-qa", "input": {"median": 12300, "p95": 13500}, "output": {"median": 200, "p95": 400},
+             "prefix_sharing_rate": 0.85, "peak_concurrency": 16, "request_rate": 6.0,
+             "prefix": {"system_prompt_tokens": 300, "variable_tokens": 30, "variable_position": "front",
+                        "documents": {"count": 1000, "tokens": 12000, "popular": 140, "popular_share": 0.9}}}
+# Casebook case 1's coding traffic (3,000-token shared conventions, long pastes) at 90 concurrent streams.
+CODING_90 = {"name": "coding", "input": {"median": 2100, "p95": 6000}, "output": {"median": 400, "p95": 1200},
+             "prefix_sharing_rate": 0.35, "peak_concurrency": 90, "prefix": {"system_prompt_tokens": 3000},
+             "speculative": {"draft_acceptance": 0.78}}
+# A nightly classification run: 20 million tickets, 3e9 output tokens, in an 8-hour window.
+TICKETS = {"name": "nightly-tickets", "input": {"median": 1200, "p95": 2000},
+           "output": {"median": 150, "p95": 190, "maximum": 200}, "peak_concurrency": 128,
+           "total_requests": 20000000, "prefix": {"system_prompt_tokens": 150}}
+
+# A blind evaluation of 50 cases, BF16 against FP8, with no significant difference (casebook case 1 round 2).
+FP8_CHECKED = [{"subject": "Qwen/Qwen3.6-9B:fp8", "metrics": {"equivalent": 48, "bf16_better": 1, "fp8_better": 1},
+                "acceptable": True, "note": "blind evaluation of 50 chat cases"}]
+
+# -- scenarios ----------------------------------------------------------------------------------------------
+
+LATENCY_SLO = {"ttft_p95_ms": 2000, "itl_median_ms": 60}
+A100_CHAT = scenario_data("chat-9b-a100-tp4", model="Qwen/Qwen3.6-9B", gpu="A100-80GB", gpus=4, tp=4,
+                          workload=CHAT, slo=LATENCY_SLO)
+NEAR_THRESHOLD = scenario_data("summaries-9b-h100-eagle3", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=2, tp=2,
+                               server={**FP8, **EAGLE3}, workload=SUMMARIES, objective="throughput",
+                               bench={"num_prompts": 600})
+OUTLINES = scenario_data("user-tools-outlines", model="Qwen/Qwen3.6-35B-A3B", gpu="H100-SXM", gpus=2, tp=2,
+                         server={**FP8, "grammar-backend": "outlines"}, workload=USER_TOOLS,
+                         slo={"ttft_p95_ms": 1000, "failure_rate_max": 0.0}, objective="failure_rate")
+ROUND_ROBIN = scenario_data("support-27b-round-robin", model="Qwen/Qwen3.6-27B", gpu="H200-SXM", gpus=8, tp=2,
+                            replicas=4, router="round_robin", server=FP8, workload=SUPPORT,
+                            slo={"ttft_p95_ms": 2000})
+RAG_FRONT = scenario_data("policy-qa-front-fields", model="Qwen/Qwen3.6-27B", gpu="H100-SXM", gpus=4, tp=2,
+                          replicas=2, router="round_robin", server=FP8, workload=POLICY_QA,
+                          slo={"ttft_p95_ms": 1500}, bench={"num_prompts": 400, "warm_prompts": 1200})
+BF16_27B = scenario_data("chat-27b-h100-bf16", model="Qwen/Qwen3.6-27B", gpu="H100-SXM", gpus=2, tp=2,
+                         workload={**CHAT, "peak_concurrency": 16}, slo={"ttft_p95_ms": 2000})
+UNMEETABLE = scenario_data("chat-9b-l40s-50k", model="Qwen/Qwen3.6-9B", gpu="L40S", gpus=2, tp=2,
+                           workload={**CHAT, "peak_concurrency": 16}, slo={"min_output_throughput": 50000},
+                           objective="throughput")
+NO_FIT = scenario_data("chat-27b-one-l40s", model="Qwen/Qwen3.6-27B", gpu="L40S", gpus=1, tp=1,
+                       workload={**CHAT, "peak_concurrency": 16}, slo={"ttft_p95_ms": 2000})
+NIGHTLY_MISS = scenario_data("tickets-9b-h100-8h", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=2, tp=2,
+                             server=FP8, workload=TICKETS, objective="deadline",
+                             slo={"deadline_hours": 8, "deadline_output_tokens": 3.0e9},
+                             bench={"num_prompts": 600, "ignore_eos": False, "max_new_tokens": 200})
+
+
+def coding_90(gpu: str) -> dict[str, Any]:
+    """Casebook case 1's workload at 90 streams on one FP8 TP2 instance of `gpu`."""
+    return scenario_data(f"coding-90-{gpu}", model="Qwen/Qwen3.6-27B", gpu=gpu, gpus=2, tp=2, server=FP8,
+                         workload=CODING_90, slo={"ttft_p95_ms": 3000, "itl_median_ms": 50},
+                         bench={"num_prompts": 400})
+
+
+def chat_9b(gpu: str, **server: Any) -> dict[str, Any]:
+    """The chat workload on one TP2 instance of `gpu`, BF16 unless `server` says otherwise."""
+    return scenario_data(f"chat-9b-{gpu}", model="Qwen/Qwen3.6-9B", gpu=gpu, gpus=2, tp=2, server=server,
+                         workload=CHAT, slo={"ttft_p95_ms": 2000})
