@@ -63,10 +63,10 @@ def _rounds_table(rounds: list[ReportRound]) -> list[str]:
     baseline: RoundResult | None = None
     first: RoundResult | None = None
     for round_ in rounds:
-        result = round_.result
+        result = _measured(round_)
         cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
-        paired = _paired_change(round_.figures)
+        paired = _paired_change(round_.figures) if result else ""
         cells.append(paired or (_change(baseline, result) if baseline and result else "-"))
         cells.append(round_.verdict or round_.state)
         cells.append(round_.source or "-")
@@ -77,6 +77,12 @@ def _rounds_table(rounds: list[ReportRound]) -> list[str]:
     if first is not None and baseline is not None and first is not baseline:
         lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, baseline)} | | |")
     return lines
+
+
+def _measured(round_: ReportRound) -> RoundResult | None:
+    """The round's figures, or None where its measurement failed (a failed run's zeros are no figures)."""
+    result = round_.result
+    return result if result is not None and result.status.value == "ok" else None
 
 
 # The changes the decision was made on (and its pattern label derived from), when the policy reports them.
@@ -165,7 +171,7 @@ def render_html(report: TuningReport) -> str:
                                                            "Decision", "Source"])
     rows = []
     for round_ in report.rounds:
-        result = round_.result
+        result = _measured(round_)
         cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
         cells += [round_.verdict or round_.state, round_.source or "-"]
@@ -184,7 +190,7 @@ def render_html(report: TuningReport) -> str:
 
 
 def _bar_chart(rounds: list[ReportRound], figure: str, read: Callable[[RoundResult], float]) -> str:
-    values = [(r.index, read(r.result) if r.result else None) for r in rounds]
+    values = [(r.index, read(result) if (result := _measured(r)) else None) for r in rounds]
     present = [v for _, v in values if v is not None]
     if not present:
         return ""

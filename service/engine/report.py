@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from service.domain import ConfigDelta, Deployment, Job, Round, RoundResult, RoundState, SLOCheck
+from service.domain import ConfigDelta, Deployment, Job, Round, RoundResult, RoundState, RoundStatus, SLOCheck
 from service.engine.launch import LaunchCommand
 from service.engine.measure import mean_result
 from service.engine.state import SkippedStep
@@ -94,7 +94,10 @@ def report_round(round_: Round) -> ReportRound:
     """A round as the report shows it: the mean over its repeats, without per-request samples."""
     decision = round_.decision
     result = None
-    if round_.results:
+    failed = [r for r in round_.results if r.status is not RoundStatus.OK]
+    if failed:  # a failed repeat's zeros are no figures: the report shows the failure
+        result = msgspec.structs.replace(failed[0], samples=type(failed[0].samples)())
+    elif round_.results:
         result = msgspec.structs.replace(mean_result(round_.results), samples=type(round_.results[0].samples)())
     return ReportRound(
         index=round_.index, technique=round_.technique, state=round_.state.value, retry_of=round_.retry_of,

@@ -85,3 +85,14 @@ def test_a_kept_change_without_a_quality_result_is_flagged_in_the_first_lines() 
         outcome.report.headline)
     first_lines = render_markdown(outcome.report).splitlines()[:6]
     assert any("adopt only after a quality check" in line for line in first_lines)
+
+
+def test_a_failed_round_shows_its_failure_not_zeros() -> None:
+    runner = FakeRunner(chunk_figures, fail_after=1)
+    parts = EngineParts(techniques={"sweep": SweepTechnique([4096])}, runner=runner, policy=ThroughputPolicy(),
+                        resolve=model_spec)
+    outcome = asyncio.run(TuningEngine(parts, Playbook(name="p", techniques=["sweep"]), scenario()).run())
+    failed = outcome.report.rounds[1]
+    assert failed.verdict == "error" and failed.result.status.value != "ok"
+    row = next(line for line in render_markdown(outcome.report).splitlines() if line.startswith("| 1 |"))
+    assert row == "| 1 | chunk 4096 | - | - | - | - | - | - | - | - | error | simulated |"
