@@ -25,6 +25,7 @@ from tests.e2e.untuned import (
     BF16_27B,
     FP8_CHECKED,
     HOST,
+    MOE_ONE_NODE,
     NEAR_THRESHOLD,
     NIGHTLY_MISS,
     NO_FIT,
@@ -279,8 +280,13 @@ def test_on_h200_eagle3_is_tried_at_90_streams() -> None:
 # -- 11. a nightly batch that misses its deadline -----------------------------------------------------------------
 
 def test_a_missed_nightly_deadline_ends_slo_not_met_with_hours_and_gpus() -> None:
-    outcome = job("nightly-miss", playbook("batch", "batch_parameters"), build(NIGHTLY_MISS))
+    outcome = job("nightly-miss", auto(), build(NIGHTLY_MISS))
     report = outcome.report
+    # Casebook case 3: with no latency SLO "the optimizations done in Case 1 are entirely unnecessary and even
+    # counterproductive": no smaller prefill chunk, and no draft model at a batch past the threshold.
+    assert not rounds(outcome, "chunked_prefill") and "latency SLO" in skipped(outcome, "chunked_prefill")
+    assert not rounds(outcome, "speculative_decoding")
+    assert "threshold batch" in skipped(outcome, "speculative_decoding")
     # Casebook case 3 round 3: without a latency SLO the batch is maximised; ITL rises, the deadline moves
     # closer, and the bundle is kept.
     raised = rounds(outcome, "batch_parameters")[0]
@@ -297,7 +303,26 @@ def test_a_missed_nightly_deadline_ends_slo_not_met_with_hours_and_gpus() -> Non
     assert any(line.startswith("deadline_hours:") and "GPUs" in line for line in report.capacity)
 
 
-# -- 12. bad inputs refused before any round -----------------------------------------------------------------------
+# -- 12. an MoE on a single node ---------------------------------------------------------------------------
+
+def test_an_moe_on_one_node_is_tuned_as_a_single_node_without_ep_or_pd() -> None:
+    outcome = job("moe-one-node", auto(), build(MOE_ONE_NODE))
+    # Five-case comparison, GPU scale: "< 16: single node tuning, PD disaggregation detrimental"; case 5's
+    # lesson: "PD disaggregation is conditional on scale ... if a configuration like 8 GPUs were used, both
+    # pools would be inefficient". Neither EP nor PD is tried on 8 GPUs.
+    for technique in ("moe_parallelism", "pd_disaggregation"):
+        assert not rounds(outcome, technique) and "16-GPU" in skipped(outcome, technique)
+    final = outcome.report.final.deployment
+    assert not final.is_pd and all(g.server.ep_size == 1 for g in final.groups)
+    # Case 1 round 4: the TP8 instance is re-cut into replicas when that measures better, and the split kept
+    # is one the job measured to beat TP8.
+    split = [r for r in rounds(outcome, "parallelism") if r.verdict in KEPT]
+    assert split and final.groups[0].replicas * final.groups[0].server.tp_size == 8
+    assert split[0].figures["output_throughput.change"] > 0
+    assert outcome.report.job.state == "succeeded"
+
+
+# -- 13. bad inputs refused before any round -----------------------------------------------------------------------
 
 BAD = {
     # One server cannot span more GPUs than one 8-GPU node holds.
@@ -331,7 +356,7 @@ def test_bad_inputs_are_refused_with_the_field_named_before_any_round(name: str,
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
 
 
-# -- 13. the same decisions at seeds 0 to 4 -----------------------------------------------------------------------
+# -- 14. the same decisions at seeds 0 to 4 -----------------------------------------------------------------------
 
 SEEDED = {
     "near-threshold-on": (playbook("spec", "speculative_decoding"), NEAR_THRESHOLD),

@@ -176,3 +176,9 @@ def chat_9b(gpu: str, **server: Any) -> dict[str, Any]:
     """The chat workload on one TP2 instance of `gpu`, BF16 unless `server` says otherwise."""
     return scenario_data(f"chat-9b-{gpu}", model="Qwen/Qwen3.6-9B", gpu=gpu, gpus=2, tp=2, server=server,
                          workload=CHAT, slo={"ttft_p95_ms": 2000})
+# Mixed chat and coding on one 8 x H200 node with an MoE: casebook case 5's model kind at single-node scale.
+MIXED = {"name": "mixed-chat", "input": {"median": 3000, "p95": 8000}, "output": {"median": 800, "p95": 2000},
+         "prefix_sharing_rate": 0.25, "peak_concurrency": 64, "prefix": {"system_prompt_tokens": 1000}}
+MOE_ONE_NODE = scenario_data("moe-35b-one-h200-node", model="Qwen/Qwen3.6-35B-A3B", gpu="H200-SXM", gpus=8, tp=8,
+                             server=FP8, workload=MIXED, slo={"ttft_p95_ms": 3000, "itl_median_ms": 60},
+                             objective="cost")
