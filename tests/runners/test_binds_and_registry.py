@@ -23,6 +23,7 @@ from plugins.runners.local import LocalRunner, RoundFailure, RoundRegistry, Serv
 from plugins.runners.local.binds import bind_warnings
 from plugins.runners.local.launch import plan_launch
 from plugins.runners.local.lifetime import alive, start_time
+from plugins.runners.local.ports import port_holder
 from plugins.runners.local.registry import Owner
 from service.components import RoundContext
 from service.domain import RoundResult, RoundStatus, Scenario, WorkerGroup
@@ -100,6 +101,28 @@ def test_a_busy_port_fails_the_round_as_port_in_use_naming_the_holder(launcher: 
                                                                 f"127.0.0.1:{port} (held by pid {os.getpid()}: ")
     assert "pytest" in result.error and "remap_ports" in result.error
     assert launcher.processes == []
+
+
+def test_a_port_held_by_a_connections_local_end_names_the_connection_not_an_invisible_listener(
+        launcher: RecordingLauncher, tmp_path: Path) -> None:
+    # Any outgoing connection may be given a port of the ephemeral range: no listener, yet no server can bind it.
+    with socket.create_server(("127.0.0.1", 0)) as peer, socket.socket() as client:
+        client.bind(("127.0.0.1", 0))
+        port = int(client.getsockname()[1])
+        client.connect(peer.getsockname())
+        accepted, _ = peer.accept()
+        base = single_worker()
+        group = msgspec.structs.replace(base.deployment.groups[0], base_port=port)
+        scenario = msgspec.structs.replace(base, deployment=msgspec.structs.replace(base.deployment, groups=[group]))
+        result = _run(scenario, launcher, tmp_path, remap_ports=False)
+        client.close()
+        accepted.close()
+    assert result.status is RoundStatus.FAILED and result.error is not None and launcher.processes == []
+    assert f"127.0.0.1:{port} (not a listener but the local end of a connection (ESTABLISHED; pid {os.getpid()}: " \
+        in result.error
+    assert "go to outgoing connections, so name ports outside them" in result.error
+    # Closed first on this side, the connection lingers in TIME_WAIT, held by no process, and still holds the port.
+    assert "local end of a connection (TIME_WAIT)" in port_holder(port)
 
 
 class CheckingLauncher(RecordingLauncher):

@@ -78,9 +78,18 @@ def group_members(pgid: int, *, since: int = 0) -> list[int]:
     return members
 
 
-def listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP `port` (any address, IPv4 or IPv6), from /proc/net/tcp and tcp6."""
-    inodes = set()
+# /proc/net/tcp's `st` field (include/net/tcp_states.h).
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
+              "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def tcp_sockets(port: int) -> list[tuple[str, str]]:
+    """(state, inode) of every TCP socket whose local port is `port` (any address, IPv4 or IPv6).
+
+    The state is /proc/net/tcp's hex code (`0A` is LISTEN); a socket no process holds any more (TIME_WAIT)
+    has inode "0".
+    """
+    found = []
     for table in ("tcp", "tcp6"):
         try:
             lines = (PROC / "net" / table).read_text().splitlines()[1:]
@@ -88,10 +97,15 @@ def listening_inodes(port: int) -> set[str]:
             continue
         for line in lines:
             fields = line.split()
-            # local_address is ADDR:PORT in hex; state 0A is LISTEN; field 9 is the inode
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
-                inodes.add(fields[9])
-    return inodes
+            # local_address is ADDR:PORT in hex; field 9 is the inode
+            if len(fields) > 9 and int(fields[1].rpartition(":")[2], 16) == port:
+                found.append((fields[3], fields[9]))
+    return found
+
+
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address, IPv4 or IPv6), from /proc/net/tcp and tcp6."""
+    return {inode for state, inode in tcp_sockets(port) if state == "0A"}
 
 
 def socket_owners(inodes: set[str]) -> list[int]:

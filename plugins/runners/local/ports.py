@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 
 import msgspec
 
 from plugins.runners.local.binds import PROMETHEUS_HOST, metrics_host
 from plugins.runners.local.launch import LaunchSpec
-from plugins.runners.local.lifetime import command_line, listening_inodes, socket_owners
+from plugins.runners.local.lifetime import TCP_STATES, command_line, listening_inodes, socket_owners, tcp_sockets
 from plugins.runners.local.readiness import port_free
 from service import Scenario
 
@@ -115,8 +116,27 @@ def busy_ports(scenario: Scenario, worker_ports: list[tuple[str, int]]) -> list[
 
 
 def port_holder(port: int) -> str:
-    """Who listens on `port`, as a phrase: the PIDs and command lines of the sockets' owners."""
+    """Who holds `port`, as a phrase: the PIDs and command lines of the listeners' owners, else the
+    connections whose local end it is."""
     owners = socket_owners(listening_inodes(port))
-    if not owners:
+    if owners:
+        return "; ".join(f"held by pid {pid}: {command_line(pid)[:200] or '?'}" for pid in owners[:3])
+    ends = [(state, inode) for state, inode in tcp_sockets(port) if state != "0A"]
+    if not ends:
         return "holder not visible here: another user's process or another network namespace"
-    return "; ".join(f"held by pid {pid}: {command_line(pid)[:200] or '?'}" for pid in owners[:3])
+    states = ", ".join(sorted({TCP_STATES.get(state, state) for state, _ in ends}))
+    users = socket_owners({inode for _, inode in ends if inode != "0"})
+    by = "".join(f"; pid {pid}: {command_line(pid)[:200] or '?'}" for pid in users[:3])
+    low, high = ephemeral_range()
+    # A listener's port inside this range can be handed to any outgoing connection between two rounds.
+    why = f": ports {low}-{high} go to outgoing connections, so name ports outside them" if low <= port <= high else ""
+    return f"not a listener but the local end of a connection ({states}{by}){why}"
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux's default where it cannot be read)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
