@@ -109,10 +109,10 @@ def _change(before: RoundResult, after: RoundResult) -> str:
 
 
 def _slo_lines(report: TuningReport) -> list[str]:
+    if report.final is None and report.job.state not in ("queued", "running"):
+        return ["No deployment was measured: nothing to assess."]
     if report.slo is None:
         return ["The job has not ended: no assessment yet."]
-    if report.final is None:
-        return ["No deployment was measured: nothing to assess."]
     if not report.slo.checks:
         return ["No SLO targets were set."]
     lines = []

@@ -41,7 +41,8 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                              artifacts=final.artifacts, launch_refused=final.launch_refused)
     return TuningReport(job=head, rounds=[report_round(r) for r in job.rounds], skipped=list(state.skipped),
                         final=deployment if state.baseline_measured else None,
-                        slo=ReportSLO(met=met, checks=checks),
+                        # A job that measured nothing has no SLO standing at all.
+                        slo=ReportSLO(met=met, checks=checks) if state.baseline_measured else None,
                         headline=_headline(job, checks, capacity, final, state), capacity=capacity)
 
 
