@@ -28,6 +28,7 @@ import msgspec
 import pytest
 
 from plugins.runners.local.lifetime import alive
+from plugins.runners.local.ports import ephemeral_range
 from plugins.runners.local.readiness import port_free
 from service.scenario import load_scenario
 from tests.api.service_process import CLI, Service, create_keys, free_port, wait_ready
@@ -49,10 +50,10 @@ ENDED = {"succeeded", "slo_not_met", "failed", "cancelled"}
 def _fixed_ports(size: int) -> int:
     """The first of `size` free loopback ports below the kernel's ephemeral range, as a deployment names them.
 
-    A port drawn from the ephemeral range can become the local end of some client connection between two
-    rounds, and a round that needs it would fail with `port_in_use` for no fault of the runner.
+    A port of the ephemeral range can become the local end of some outgoing connection between two rounds,
+    and a round that needs it would fail with `port_in_use` for no fault of the runner (its message says so).
     """
-    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ephemeral = ephemeral_range()[0]
     for _ in range(200):
         start = random.randrange(20000, ephemeral - size)
         if all(port_free("127.0.0.1", port) for port in range(start, start + size)):
