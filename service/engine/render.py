@@ -98,10 +98,14 @@ def _paired_change(figures: dict[str, object]) -> str:
     return ", ".join(parts)
 
 
+_CHANGES: list[tuple[str, Callable[[RoundResult], float]]] = [
+    ("tok/s", lambda r: r.bench.output_throughput), ("p99 TTFT", lambda r: r.bench.p99_ttft_ms),
+    ("median ITL", lambda r: r.bench.median_itl_ms)]
+
+
 def _change(before: RoundResult, after: RoundResult) -> str:
     parts = []
-    for label, read in (("tok/s", lambda r: r.bench.output_throughput), ("p99 TTFT", lambda r: r.bench.p99_ttft_ms),
-                        ("median ITL", lambda r: r.bench.median_itl_ms)):
+    for label, read in _CHANGES:
         old, new = read(before), read(after)
         if old:
             parts.append(f"{label} {100.0 * (new - old) / old:+.1f}%")

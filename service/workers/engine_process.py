@@ -75,7 +75,7 @@ class PipeJournal:
             raise SystemExit(0)
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> multiprocessing.context.ForkServerContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["service.workers.engine_process"])
     return context
@@ -217,7 +217,12 @@ async def _readable(conn: Connection) -> None:
     """Wait on the event loop until `conn` has data (or EOF): no thread is held per running job."""
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
+
+    def readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(conn.fileno(), readable)
     try:
         await ready
     finally:
