@@ -186,7 +186,7 @@ def judgement_text(j: SLOJudgement) -> str:
     if j.requests:
         where = f"over {repeats}, {j.requests:,} requests"
     elif j.low is None:
-        where = f"over {repeats}, no interval without per-request samples"
+        where = f"over {repeats}, no interval from a single repeat"
     else:
         where = f"over {repeats} (spread of the per-repeat figures)"
     interval = "" if j.low is None and j.high is None and not j.requests else f" [{_ms(j.low)}, {_ms(j.high)}]"
