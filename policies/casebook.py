@@ -18,7 +18,7 @@ from policies.objectives import failure_verdict, objective_change, objective_ove
 from policies.patterns import MEANING, classify
 from policies.settings import PolicySettings
 from policies.slo_gate import averaged, slo_checks
-from policies.slo_interval import judge_percentiles, judged_checks
+from policies.slo_interval import Reading, judge_percentiles, judged_checks, judgement_text
 from policies.wording import describe, detail_lines, figures, headline
 from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, SLOCheck, Verdict
 
@@ -56,6 +56,22 @@ class _MeasuredPolicy(Policy):
         judged = judge_percentiles(results, slo, self.settings.slo_confidence)
         return judged_checks(slo_checks(averaged(results), slo), judged)
 
+    def _gated(self, ev: Evaluation, slo: SLO,
+               objective: Objective) -> tuple[Verdict, str] | tuple[Verdict, Pattern, str, list[str]] | None:
+        """The SLO gate's (verdict, phrase); or, when it rolls back only on targets within noise and the
+        rest of the judgement rolls back too, that judgement: its reason is the one the figures prove."""
+        gated = gate_verdict(ev)
+        if gated is None or gated[0] is not Verdict.ROLLBACK or not ev.gate.broken:
+            return gated
+        if any(ev.cand_judged.get(c.name) is None or ev.cand_judged[c.name].reading is not Reading.WITHIN_NOISE
+               for c in ev.gate.broken):
+            return gated
+        rest = self._judge(reread(ev, candidate_met=True), slo, objective)
+        if rest[0].keeps_candidate() or rest[0] is Verdict.INCONCLUSIVE:
+            return gated
+        unsure = ", ".join(judgement_text(ev.cand_judged[c.name]) for c in ev.gate.broken)
+        return rest[0], rest[1], rest[2], [*rest[3], f"the SLO gate would roll it back too ({unsure})"]
+
     def _unsettled(self, ev: Evaluation, slo: SLO, objective: Objective, verdict: Verdict, pattern: Pattern) -> bool:
         """Whether noise, not the measurement, decided: reading every uncertain change as real (better or
         worse), or every SLO target within noise as met or missed, would give another verdict or pattern,
@@ -78,9 +94,9 @@ class CasebookPolicy(_MeasuredPolicy):
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
         pattern = classify(ev.changes, self.settings)
         shown = pattern or Pattern.NOT_APPLICABLE
-        gated = gate_verdict(ev)
+        gated = self._gated(ev, slo, objective)
         if gated is not None:
-            return gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", []
+            return gated if len(gated) == 4 else (gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", [])
         failure = failure_verdict(ev.failure)
         if failure is not None:
             return failure[0], shown, f"{describe(ev.failure)}: {failure[1]}", []
@@ -173,9 +189,9 @@ class SLOOnlyPolicy(_MeasuredPolicy):
 
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
         shown = classify(ev.changes, self.settings) or Pattern.NOT_APPLICABLE
-        gated = gate_verdict(ev)
+        gated = self._gated(ev, slo, objective)
         if gated is not None:
-            return gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", []
+            return gated if len(gated) == 4 else (gated[0], shown, f"{headline(ev.changes)}: {gated[1]}", [])
         change = objective_change(objective, ev.comparison, ev.changes, slo) or ev.change("output_throughput")
         verdict, phrase = {
             Direction.BETTER: (Verdict.ACCEPT, f"accepted on the {objective.kind} objective"),

@@ -85,10 +85,12 @@ def within_noise(ev: Evaluation) -> bool:
     return any(j.reading is Reading.WITHIN_NOISE for j in (*ev.base_judged.values(), *ev.cand_judged.values()))
 
 
-def reread(ev: Evaluation, candidate_met: bool, baseline_met: bool) -> Evaluation:
-    """The evaluation with every target that is within noise read as met or missed, side by side, and
-    the gate run again: what more seeds could turn the decision into."""
-    def settle(checks: list[SLOCheck], judged: dict[str, SLOJudgement], met: bool) -> list[SLOCheck]:
+def reread(ev: Evaluation, candidate_met: bool | None = None, baseline_met: bool | None = None) -> Evaluation:
+    """The evaluation with every target that is within noise read as met or missed, side by side (None
+    leaves a side as measured), and the gate run again: what more seeds could turn the decision into."""
+    def settle(checks: list[SLOCheck], judged: dict[str, SLOJudgement], met: bool | None) -> list[SLOCheck]:
+        if met is None:
+            return checks
         return [msgspec.structs.replace(c, met=met)
                 if c.name in judged and judged[c.name].reading is Reading.WITHIN_NOISE else c for c in checks]
 
