@@ -14,7 +14,7 @@ limit) and checked by `service.api.json_limits` before the handler decodes them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
@@ -37,12 +37,13 @@ def admission(settings: ServiceSettings) -> Callable[[ASGIApp], ASGIApp]:
 
     def factory(app: ASGIApp) -> ASGIApp:
         async def admit(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != ScopeType.HTTP or not isinstance(scope.get("route_handler"), HTTPRouteHandler):
+            handler = scope.get("route_handler")
+            if scope["type"] != ScopeType.HTTP or not isinstance(handler, HTTPRouteHandler):
                 await app(scope, receive, send)  # the MCP mount (an ASGI handler) checks its own requests
                 return
-            await admit_http(scope, receive, send)
+            await admit_http(scope, handler, receive, send)
 
-        async def admit_http(scope: HTTPScope, receive: Receive, send: Send) -> None:
+        async def admit_http(scope: HTTPScope, handler: HTTPRouteHandler, receive: Receive, send: Send) -> None:
             try:
                 check_path(scope["path"])
                 check_query_string(scope.get("query_string", b""))
@@ -56,7 +57,7 @@ def admission(settings: ServiceSettings) -> Callable[[ASGIApp], ASGIApp]:
                 if writes:
                     _check_origin(headers.get("origin"), origins)
             if writes:
-                receive = await _checked_body(scope, receive, headers)
+                receive = await _checked_body(scope, handler, receive, headers)
             await app(scope, receive, send)
         return admit
     return factory
@@ -115,7 +116,8 @@ def _unsupported(sent: str, expected: str) -> Problem:
                    hint=f"send 'Content-Type: {expected}'" + (" with a UTF-8 JSON body" if "json" in expected else ""))
 
 
-async def _checked_body(scope: HTTPScope, receive: Receive, headers: dict[str, str]) -> Receive:
+async def _checked_body(scope: HTTPScope, handler: HTTPRouteHandler, receive: Receive,
+                        headers: dict[str, str]) -> Receive:
     """Check the content type; read and check a JSON body, then hand the handler a receive that replays it."""
     expected = _expected_media(scope)
     declared = headers.get("content-length")
@@ -123,7 +125,7 @@ async def _checked_body(scope: HTTPScope, receive: Receive, headers: dict[str, s
     _check_content_type(headers.get("content-type"), expected, has_body)
     if expected != _MEDIA["json"] or not has_body:
         return receive
-    body = await _read_body(scope, receive)
+    body = await _read_body(handler, receive)
     try:
         check_json_body(body)
     except InputRefused as exc:
@@ -139,8 +141,8 @@ async def _checked_body(scope: HTTPScope, receive: Receive, headers: dict[str, s
     return replay
 
 
-async def _read_body(scope: HTTPScope, receive: Receive) -> bytes:
-    limit = cast(HTTPRouteHandler, scope["route_handler"]).resolve_request_max_body_size()
+async def _read_body(handler: HTTPRouteHandler, receive: Receive) -> bytes:
+    limit = handler.resolve_request_max_body_size()
     chunks: list[bytes] = []
     size = 0
     while True:

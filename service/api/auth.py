@@ -15,12 +15,13 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi.spec import SecurityRequirement
 
 from service.api.runtime import ServiceRuntime, is_loopback
 from service.store import ApiKeyRecord, Scope
 
 SCOPE_OPT = "scope"
-SECURITY = [{"apiKey": []}]
+SECURITY: list[SecurityRequirement] = [{"apiKey": []}]
 
 
 def presented_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:

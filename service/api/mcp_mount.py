@@ -7,7 +7,8 @@ socket or a second code path.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -75,10 +76,16 @@ def build_mcp_endpoint(app: Litestar, runtime: ServiceRuntime) -> McpEndpoint:
                        max_body_bytes=settings.max_body_bytes, realm=(settings.public_url or "sglang-tuner"))
 
 
-def _in_process(app: Litestar) -> Any:
+# An ASGI app as httpx types one: plain mappings where Litestar has TypedDicts.
+_Mapping = MutableMapping[str, Any]
+_HttpxApp = Callable[[_Mapping, Callable[[], Awaitable[_Mapping]], Callable[[_Mapping], Awaitable[None]]], Awaitable[None]]
+
+
+def _in_process(app: Litestar) -> _HttpxApp:
     """`app` with the scope of every request marked as coming from the MCP tools in-process."""
-    async def marked(scope: Any, receive: Any, send: Any) -> None:
-        await app(cast(Scope, {**scope, IN_PROCESS: True}), receive, send)
+    async def marked(scope: _Mapping, receive: Callable[[], Awaitable[_Mapping]],
+                     send: Callable[[_Mapping], Awaitable[None]]) -> None:
+        await app({**scope, IN_PROCESS: True}, receive, send)  # type: ignore[arg-type]  # httpx types ASGI scopes and messages as plain mappings, Litestar as TypedDicts: the same dicts, no common type
     return marked
 
 
@@ -89,4 +96,4 @@ async def mcp_mount(scope: Scope, receive: Receive, send: Send) -> None:
     if endpoint is None:
         raise Problem(503, "starting", "Service starting", "the MCP endpoint starts with the service",
                       hint="retry in a moment; GET /readyz says when the service is ready")
-    await endpoint(scope, receive, send)  # type: ignore[arg-type]
+    await endpoint(scope, receive, send)  # type: ignore[arg-type]  # Litestar types ASGI scopes and messages as TypedDicts, Starlette (under the MCP SDK) as plain mappings

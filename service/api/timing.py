@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from service.workers.metrics import ServiceMetrics
@@ -18,7 +19,7 @@ def request_timing(metrics: ServiceMetrics) -> Callable[[ASGIApp], ASGIApp]:
     """
     def factory(app: ASGIApp) -> ASGIApp:
         async def timed(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http":
+            if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
             started = time.perf_counter()

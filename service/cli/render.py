@@ -19,6 +19,7 @@ from service.sglang import (
     ROUTER,
     SGLANG,
     FlagSpec,
+    Package,
     RenderRefused,
     UnknownVersionError,
     ValidationIssue,
@@ -118,7 +119,7 @@ def flags_command(flag: str | None, version: str | None, router: bool, as_json: 
         catalogue = router_catalogue() if router else load_catalogue(version or catalogue_versions()[-1])
     except UnknownVersionError as exc:
         raise click.ClickException(str(exc)) from None
-    package = ROUTER if router else SGLANG
+    package: Package = ROUTER if router else SGLANG
     if flag is not None and not flag.startswith("-"):
         flag = f"--{flag}"
     if flag is None:
@@ -132,16 +133,16 @@ def flags_command(flag: str | None, version: str | None, router: bool, as_json: 
     _show_flag(flag, catalogue.get(flag), catalogue.package, catalogue.version, package, as_json)
 
 
-def _show_flag(flag: str, spec: FlagSpec | None, package_name: str, version: str, package: str,
+def _show_flag(flag: str, spec: FlagSpec | None, package_name: str, version: str, package: Package,
                as_json: bool) -> None:
     status = replacement_status(flag, load_catalogue(version)) if package == SGLANG else None
-    present = versions_with(flag, package) if package in (SGLANG, ROUTER) else []  # type: ignore[arg-type]
+    present = versions_with(flag, package) if package in (SGLANG, ROUTER) else []
     if spec is None and status is None:
         catalogue = load_catalogue(version) if package == SGLANG else router_catalogue()
         nearest = catalogue.nearest(flag)
         hint = f"; did you mean {nearest}?" if nearest else ""
         raise click.ClickException(f"unknown flag {flag} for {package_name} {version}{hint}")
-    danger = flag_danger(spec, package) if spec is not None else None  # type: ignore[arg-type]
+    danger = flag_danger(spec, package) if spec is not None else None
     if as_json:
         click.echo(msgspec.json.encode({"flag": spec, "version": version, "status": status, "danger": danger,
                                         "versions": present}).decode())

@@ -11,12 +11,12 @@ import difflib
 import functools
 import re
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
-SGLANG = "sglang"
-ROUTER = "sglang-router"
+SGLANG: Final = "sglang"
+ROUTER: Final = "sglang-router"
 Package = Literal["sglang", "sglang-router"]
 
 FlagType = Literal["int", "float", "str", "bool", "human_readable_int", "json"]

@@ -152,10 +152,10 @@ def _render_router(router: RouterConfig, workers: list[RenderedWorker], hardware
         if value is not None:
             argv += [flag, format_value(value)]
     catalogue = router_catalogue()
-    for spelling, value in router.extra.items():
+    for spelling, setting in router.extra.items():
         spec = catalogue.get(spelling)
         if spec is not None:
-            argv += flag_tokens(spec, spelling, value)
+            argv += flag_tokens(spec, spelling, setting)
     host = hardware.host(0) if router.host in _WILDCARD_HOSTS else router.host
     return RenderedRouter(host=router.host, port=router.port, url=f"http://{host}:{router.port}", argv=argv)
 

@@ -134,13 +134,13 @@ def check_value(spec: FlagSpec, spelling: str, value: FlagValue, *, field: str) 
     return issues
 
 
-def _check_item(spec: FlagSpec, spelling: str, item: object, field: str) -> list[ValidationIssue]:
+def _check_item(spec: FlagSpec, spelling: str, item: str | int | float, field: str) -> list[ValidationIssue]:
     def issue(message: str, hint: str) -> list[ValidationIssue]:
         return [ValidationIssue(field=field, flag=spelling, message=message, hint=hint)]
 
     if isinstance(item, bool):
         return issue(f"{spelling} takes a {spec.type} value, got {item}", f"give a {spec.type} value")
-    text = format_value(item)  # type: ignore[arg-type]
+    text = format_value(item)
     bad = unsafe_character(text)
     if bad is not None:
         return issue(f"value {text!r} of {spelling} contains {bad}",

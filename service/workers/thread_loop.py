@@ -26,7 +26,7 @@ async def run_on_own_loop(make: Callable[[], Coroutine[Any, Any, T]], *, name: s
     handle: dict[str, Any] = {}
     started = threading.Event()
 
-    def settle(outcome: Callable[[], None]) -> None:
+    def settle(outcome: Callable[[], object]) -> None:
         if not done.done():
             outcome()
 
@@ -59,9 +59,9 @@ async def run_on_own_loop(make: Callable[[], Coroutine[Any, Any, T]], *, name: s
         raise
 
 
-def call_back_on(loop: asyncio.AbstractEventLoop, function: Callable[[T], Awaitable[None]]) -> \
+def call_back_on(loop: asyncio.AbstractEventLoop, function: Callable[[T], Coroutine[Any, Any, None]]) -> \
         Callable[[T], Awaitable[None]]:
     """Wrap an async callback of `loop` so a coroutine on another loop can await it."""
     async def across(value: T) -> None:
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(function(value), loop))  # type: ignore[arg-type]
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(function(value), loop))
     return across
