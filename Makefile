@@ -34,6 +34,7 @@ run: install
 test: install-test
 	$(BIN)/lint-imports
 	$(BIN)/ruff check service plugins policies tests examples/plugin-example
+	$(BIN)/mypy service
 	$(BIN)/python -m pytest -q -p no:randomly
 	PYTHON=$(BIN)/python scripts/test_plugin_wheel.sh
 
