@@ -21,12 +21,15 @@ def policy_slo_checks(policy: Any, results: list[RoundResult], slo: SLO) -> list
     own = getattr(policy, "slo_checks", None)
     if own is None or not results:
         return slo_checks(results, slo)
-    try:
-        raw = msgspec.to_builtins(own(results[0], slo)) if len(results) == 1 else None
-        if raw is not None:
-            return [_from_policy(item) for item in raw]
-    except (TypeError, ValueError, msgspec.ValidationError, KeyError):
-        pass
+    # Every repeat, so the report and the ending judge the pooled figures the decisions did; a policy whose
+    # method takes one result is asked with the first when there is only one.
+    for argument in (results, results[0] if len(results) == 1 else None):
+        if argument is None:
+            continue
+        try:
+            return [_from_policy(item) for item in msgspec.to_builtins(own(argument, slo))]
+        except (TypeError, ValueError, AttributeError, msgspec.ValidationError, KeyError):
+            continue
     return slo_checks(results, slo)
 
 

@@ -102,7 +102,7 @@ def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_stops_at_4096() 
     assert server(report)["chunked-prefill-size"] == 4096
 
 
-def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_eagle3_within_the_slo_margin() -> None:
+def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_rolls_back_eagle3_at_the_slo_edge() -> None:
     report = tune("coding-assistant")
     fp8 = rounds(report, "quantization")[0]
     # +9% throughput with every tail lower: the casebook's "all metrics improved", proven by a paired t over
@@ -113,28 +113,31 @@ def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_eagle3_within_the_
     eagle = rounds(report, "speculative_decoding")[0]
     assert eagle["delta"]["set_server"]["speculative_algorithm"] == "EAGLE3"
     assert eagle["result"]["bench"]["output_throughput"] > 1.2 * eagle["figures"]["output_throughput.baseline"]
-    # As in the casebook: p99 TTFT rises, but the TTFT p95 target keeps its margin, so the batch effect is kept.
+    # Where the simulator differs from the casebook (docs/tuning.md): judged on the pooled requests of all
+    # its repeats, EAGLE3's TTFT p95 sits at the 1 s target (about 1,024 ms), inside none of the policy's
+    # 5% margin, so the latency objective keeps the lower p99 TTFT and EAGLE3 is rolled back.
     assert eagle["figures"]["p99_ttft_ms.change"] > 0
-    assert eagle["figures"]["slo.ttft_p95_ms.candidate"] < 0.95 * eagle["figures"]["slo.ttft_p95_ms.target"]
-    assert eagle["verdict"] == "keep_tradeoff" and "within the SLO margin" in eagle["reasons"][0]
+    assert eagle["figures"]["slo.ttft_p95_ms.candidate"] > 0.95 * eagle["figures"]["slo.ttft_p95_ms.target"]
+    assert eagle["verdict"] == "rollback" and "SLO margin" in eagle["reasons"][0]
 
 
-def test_coding_assistant_replicas_are_judged_against_eagle3_and_lose_in_the_simulator() -> None:
+def test_coding_assistant_replicas_are_judged_against_tp8_and_lose_in_the_simulator() -> None:
     report = tune("coding-assistant")
-    # TP2 x 4 and TP4 x 2 are alternatives against the same chunk 4096 + FP8 + EAGLE3 TP8 baseline (the
-    # casebook's sequence); both break the TTFT SLO in the simulator: a 28k-token paste prefills for about
-    # 3 s on two GPUs (docs/tuning.md).
+    # TP2 x 4 and TP4 x 2 are alternatives against the same chunk 4096 + FP8 TP8 baseline (the casebook's
+    # sequence); TP2 x 4 breaks the TTFT SLO in the simulator (a 28k-token paste prefills for about 3 s on
+    # two GPUs, docs/tuning.md) and loses throughput; TP4 x 2 raises every ITL figure at level throughput.
     split = rounds(report, "parallelism")
     assert [r["delta"]["summary"] for r in split] == ["TP2 x 4 + cache_aware router", "TP4 x 2 + cache_aware router"]
-    tp2 = split[0]
+    tp2, tp4 = split
     assert tp2["figures"]["slo.ttft_p95_ms.candidate"] > tp2["figures"]["slo.ttft_p95_ms.target"]
-    assert tp2["result"]["bench"]["p99_ttft_ms"] > 2000
-    assert all(r["verdict"] == "rollback" and "breaks an SLO the baseline met" in r["reasons"][0] for r in split)
+    assert tp2["result"]["bench"]["p99_ttft_ms"] > 2000 and tp2["figures"]["output_throughput.change"] < 0
+    assert tp4["figures"]["median_itl_ms.change"] > 0
+    assert all(r["verdict"] == "rollback" for r in split)
     assert report["slo"]["met"]
     final = server(report)
     assert (final["chunked-prefill-size"], final["quantization"], final["kv-cache-dtype"], final["tp-size"]) == (
         4096, "fp8", "fp8_e5m2", 8)
-    assert final["speculative-algorithm"] == "EAGLE3"
+    assert final.get("speculative-algorithm") is None
 
 
 def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reordering() -> None:
