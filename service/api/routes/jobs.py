@@ -14,10 +14,9 @@ from service.api.job_views import read_view
 from service.api.problems import Problem, not_found, problem_responses
 from service.api.routes.deps import Runtime
 from service.api.wire import JobCreate, JobList, JobView, RoundView, job_view, round_view
-from service.domain import JobState
+from service.domain import Job, JobState
 from service.engine import TuningReport, load_report, progress_report, render_html, render_markdown
 from service.store import JobRecord
-from service.workers.executor import to_domain_job
 from service.workers.requests import JobRequestError, new_job
 
 _READ, _WRITE = {"scope": "read"}, {"scope": "write"}
@@ -182,9 +181,9 @@ async def job_report(runtime: Runtime, job: JobRecord) -> TuningReport:
         stored.job.created_at = _when(job.created_at)
         stored.job.finished_at = _when(job.finished_at)
         return stored
-    domain = to_domain_job(job, [])
-    domain.state, domain.stop_reason = job.state, job.stop_reason
-    domain.finished_at = _when(job.finished_at)
+    # The job line only: its scenario is not needed (and not decoded again) to show the rounds so far.
+    domain = Job(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state, stop_reason=job.stop_reason,
+                 created_at=_when(job.created_at), finished_at=_when(job.finished_at))
     return progress_report(domain, await runtime.store.list_rounds(job.id))
 
 
