@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import msgspec
 
+from policies.branching import slo_vetoed_win
 from policies.changes import Direction, MetricChange
 from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_error, reread, slo_lines, within_noise
 from policies.objectives import failure_verdict, objective_change, objective_override, pattern_verdict
@@ -44,6 +45,7 @@ class _MeasuredPolicy(Policy):
             figures=figures(ev.changes, ev.cand_checks, ev.base_checks),
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
             unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
+            slo_vetoed_win=slo_vetoed_win(ev, self._judge, slo, objective, verdict, self.settings.alpha_improvement),
         )
 
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:

@@ -24,7 +24,8 @@ from service import (
     slo_checks,
 )
 
-__all__ = ["LATENCY_TARGETS", "NAMED_FIGURES", "TTFT_TARGETS", "averaged", "completion_hours", "gate", "has_latency_slo", "moved_closer", "slo_checks"]
+__all__ = ["LATENCY_TARGETS", "NAMED_FIGURES", "TTFT_TARGETS", "averaged", "completion_hours", "gate", "has_latency_slo",
+           "moved_closer", "slo_checks", "target_change"]
 
 
 def averaged(results: Sequence[RoundResult]) -> RoundResult:
@@ -109,7 +110,7 @@ def gate(comparison: Comparison, slo: SLO, base: list[SLOCheck], cand: list[SLOC
     for check in cand:
         if base_met.get(check.name) or not check.met:
             continue
-        change = failure if check.name == "failure_rate_max" else _crossing(comparison, slo, check, base)
+        change = failure if check.name == "failure_rate_max" else target_change(comparison, slo, check, base)
         if change is None:
             continue
         evidence[check.name] = change
@@ -118,7 +119,7 @@ def gate(comparison: Comparison, slo: SLO, base: list[SLOCheck], cand: list[SLOC
     return GateOutcome(broken=broken, newly_met=newly_met, evidence=evidence)
 
 
-def _crossing(comparison: Comparison, slo: SLO, check: SLOCheck, base: list[SLOCheck]) -> MetricChange | None:
+def target_change(comparison: Comparison, slo: SLO, check: SLOCheck, base: list[SLOCheck]) -> MetricChange | None:
     if check.name in _NOISE_OF:
         return comparison.raw(_NOISE_OF[check.name])
     # Hours and cost per token are inversely proportional to output throughput: they share its noise.

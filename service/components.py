@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -196,7 +196,9 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     Budget: `max_rounds` candidate rounds and `max_gpu_minutes`. `repeats` runs each round with that many
     seeds; `bench` overrides the scenario's bench settings for every round. Techniques in
     `require_quality_for` are accepted only with a passing result in the scenario's (or this playbook's)
-    `quality` list; `options` holds per-technique settings; `source` is set by the loader.
+    `quality` list; `options` holds per-technique settings; `source` is set by the loader. `beam_width`
+    counts the search's lines: the main line and up to `beam_width - 1` branches started from candidates
+    rolled back only because they missed an SLO while improving the objective (1 turns branching off).
     """
 
     name: str
@@ -216,6 +218,7 @@ class Playbook(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     source: str = ""
     # BenchSpec fields every round of this playbook runs with (e.g. a smaller `num_prompts` per repeat).
     bench: dict[str, Any] = msgspec.field(default_factory=dict)
+    beam_width: Annotated[int, msgspec.Meta(ge=1, le=8)] = 2
 
 
 __all__ = [

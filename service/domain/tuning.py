@@ -88,6 +88,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     # More repeats could change this decision (a change large enough to matter is not yet beyond noise):
     # the engine measures more seeds on both sides, within its budget, and asks again.
     unsettled: bool = False
+    # Rolled back only because the candidate misses an SLO target the baseline met, while it improves the
+    # objective beyond noise: the engine keeps it as a branch of the search (`service.engine.beam`).
+    slo_vetoed_win: bool = False
 
 
 class RoundState(StrEnum):
@@ -113,6 +116,11 @@ class Round(msgspec.Struct, kw_only=True):
     results: list[RoundResult] = msgspec.field(default_factory=list)
     decision: Decision | None = None
     retry_of: int | None = None
+    # The search line this round was tried on: None for the main line, else the index of the round whose
+    # SLO-vetoed candidate started the branch (`service.engine.beam`).
+    line: int | None = None
+    # The round whose deployment this round's delta changed (the last round kept on its line before it).
+    base: int | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
 

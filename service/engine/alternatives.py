@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from service.domain import (
     SLO,
@@ -59,31 +60,62 @@ def objective_figure(objective: Objective, slo: SLO, results: list[RoundResult])
     return "output tok/s", mean.bench.output_throughput, True
 
 
+def objective_key(objective: Objective, slo: SLO, results: list[RoundResult]) -> float:
+    """The objective figure as a sort key, smaller is better; a figure that is missing ranks last."""
+    _, value, higher = objective_figure(objective, slo, results)
+    if not math.isfinite(value) or (value <= 0 and not higher and objective.kind != "failure_rate"):
+        value = math.inf if not higher else 0.0
+    return -value if higher else value
+
+
 def rank_key(trial: Trial, slo: SLO, objective: Objective) -> tuple[int, float, float]:
     """Sort key, smaller is better: SLO targets missed, then the objective figure, then output throughput."""
     missed = sum(1 for check in slo_checks(trial.results, slo) if not check.met)
-    _, value, higher = objective_figure(objective, slo, trial.results)
-    if not math.isfinite(value) or (value <= 0 and not higher and objective.kind != "failure_rate"):
-        value = math.inf if not higher else 0.0
-    primary = -value if higher else value
-    return missed, primary, -mean_result(trial.results).bench.output_throughput
+    return missed, objective_key(objective, slo, trial.results), -mean_result(trial.results).bench.output_throughput
 
 
-def pick_winner(trials: list[Trial], slo: SLO, objective: Objective) -> Trial | None:
-    """The kept alternative that ranks best; ties go to the one proposed first."""
+def pick_winner(trials: list[Trial], slo: SLO, objective: Objective, policy: Any | None = None) -> Trial | None:
+    """The kept alternative that ranks best; ties go to the one proposed first.
+
+    Alternatives are taken in the order they were proposed. A later one that meets more SLO targets wins;
+    one that only ranks better on the objective wins when `policy`, judging it against the current best on
+    the seeds both share, would keep it: an edge inside the noise leaves the earlier proposal in place, so
+    the traffic seed does not pick between two equivalent alternatives.
+    """
     kept = [t for t in trials if t.decision.verdict.keeps_candidate()]
     if not kept:
         return None
-    return min(kept, key=lambda t: rank_key(t, slo, objective))
+    best = kept[0]
+    for trial in kept[1:]:
+        mine, theirs = rank_key(trial, slo, objective), rank_key(best, slo, objective)
+        if mine[0] < theirs[0] or (mine[0] == theirs[0] and mine < theirs and _beats(trial, best, slo, objective,
+                                                                                        policy)):
+            best = trial
+    return best
+
+
+def _beats(trial: Trial, best: Trial, slo: SLO, objective: Objective, policy: Any | None) -> bool:
+    """Whether the policy keeps `trial` judged against `best` on their shared seeds (True without a policy)."""
+    if policy is None:
+        return True
+    shared = min(len(trial.results), len(best.results))
+    try:
+        decision = policy.decide(best.results[:shared], trial.results[:shared], slo, objective)
+    except Exception:  # a policy that cannot compare two alternatives leaves the ranking to the figures
+        return True
+    return bool(decision.verdict.keeps_candidate())
 
 
 def superseded(trial: Trial, winner: Trial, slo: SLO, objective: Objective) -> Decision:
     """The losing alternative's decision: rolled back in favour of the winner, the policy's reasons kept."""
     label, mine, _ = objective_figure(objective, slo, trial.results)
     _, theirs, _ = objective_figure(objective, slo, winner.results)
-    sentence = (f"not adopted: the alternative `{winner.delta.summary}` ranks better against the same baseline "
-                f"({label} {theirs:.4g} vs {mine:.4g}); the policy's own verdict was "
-                f"{trial.decision.verdict.value}")
+    if rank_key(trial, slo, objective) < rank_key(winner, slo, objective):
+        why = (f"ranks better on the figures ({label} {mine:.4g} vs {theirs:.4g}) but not beyond noise, so the "
+               f"alternative proposed first, `{winner.delta.summary}`, is kept")
+    else:
+        why = f"the alternative `{winner.delta.summary}` ranks better against the same baseline ({label} {theirs:.4g} vs {mine:.4g})"
+    sentence = f"not adopted: {why}; the policy's own verdict was {trial.decision.verdict.value}"
     figures = {**trial.decision.figures, "objective_figure": mine, "winner_objective_figure": theirs}
     return Decision(verdict=Verdict.ROLLBACK, pattern=trial.decision.pattern, policy=trial.decision.policy,
                     reasons=[sentence, *trial.decision.reasons], figures=figures,

@@ -37,6 +37,8 @@ def fall_back_to_best_passing(state: EngineState, rounds: list[Any], policy: Any
     _, index, scenario, results, checks = best
     label, value, _ = objective_figure(initial.objective, initial.slo, results)
     state.accepted, state.baseline = scenario, results
+    state.path = [*state.lineage.get(index, []), index]
+    state.kept = [rounds[i].technique for i in state.path if rounds[i].delta is not None]
     summary = rounds[index].delta.summary if rounds[index].delta is not None else "the starting deployment"
     state.final_note = (f"The round-by-round path ended on a deployment that misses the SLO; the final "
                         f"configuration is round {index}'s ({summary}), the best SLO-passing deployment "

@@ -37,6 +37,7 @@ from service.domain import (
     resolve_model,
 )
 from service.engine.alternatives import Trial, pick_winner, superseded
+from service.engine.beam import Offer, branch_line, choose_line, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.ending import Ending, decide_ending
@@ -124,17 +125,45 @@ class TuningEngine(RoundMeasurer):
         return await self.run()
 
     async def _walk(self) -> Ending | None:
-        """The job's rounds; an Ending when it stops early, None when it ran its course."""
+        """The job's rounds: the main line, then the best branches (`service.engine.beam`) while the budget
+        lasts; an Ending when it stops early, None when it ran its course."""
         if not self.state.baseline_measured and not await self._measure_baseline():
             return None
-        pending = self.steps()
+        # The line being walked first: the main line, or on a resume the branch the job was on.
+        line = self.state.line
+        await self._walk_line(self.steps() if line is None else
+                              self.state.snapshot().pending(self.steps(), self.job.rounds[line].technique))
+        while self._stop_reason() is None:
+            offer = self._next_branch()
+            if offer is None:
+                break
+            self.state.ends.append(self.state.snapshot())
+            await self._start_branch(offer)
+        return None
+
+    async def _walk_line(self, pending: list[str]) -> None:
         while pending:
             if self._stop_reason() is not None:
-                return None
+                return
             name = self._diagnosis_for(pending[0], pending) or pending[0]
             pending.remove(name)
             await self._run_step(name)
-        return None
+
+    def _next_branch(self) -> Offer | None:
+        """The best branch not yet walked, while the playbook's beam has room for another line."""
+        if not self.state.offers or 1 + len(self.state.walked) >= self.playbook.beam_width:
+            return None
+        return self.state.offers.pop(0)
+
+    async def _start_branch(self, offer: Offer) -> None:
+        assert offer.line.root is not None, "an offer is a branch"
+        root = self.job.rounds[offer.line.root]
+        self.state.switch(offer.line)
+        self.state.walked.append(root.index)
+        await self._event("branch_started", round_index=root.index, technique=root.technique,
+                          message=f"the branch from round {root.index} ({root.delta.summary if root.delta else ''}), "
+                                  "rolled back only on an SLO target while improving the objective")
+        await self._walk_line(offer.line.pending(self.steps(), root.technique))
 
     def _diagnosis_for(self, step: str, pending: list[str]) -> str | None:
         """A pending technique whose diagnosis must precede `step` and that applies now (casebook order only)."""
@@ -205,6 +234,10 @@ class TuningEngine(RoundMeasurer):
         return None
 
     async def _skip(self, name: str, reason: str) -> None:
+        if self.state.line is not None:
+            if any(s.technique == name and s.reason == reason for s in self.state.skipped):
+                return  # the main line already said so
+            reason = f"on the branch from round {self.state.line}: {reason}"
         self.state.skipped.append(SkippedStep(technique=name, reason=reason))
         await self._event("step_skipped", technique=name, message=reason)
 
@@ -226,14 +259,23 @@ class TuningEngine(RoundMeasurer):
         await self._decide_group(trials)
 
     async def _decide_group(self, trials: list[Trial]) -> None:
-        winner = pick_winner(trials, self.initial.slo, self.initial.objective)
+        winner = pick_winner(trials, self.initial.slo, self.initial.objective, self.parts.policy)
         for trial in trials:
             decision = trial.decision
             if winner is not None and trial is not winner and decision.verdict.keeps_candidate():
                 decision = superseded(trial, winner, self.initial.slo, self.initial.objective)
             await self._record(trial.round_, trial.results, decision)
+            if worth_a_branch(trial.decision) and trial.results and self.playbook.beam_width > 1:
+                self._offer_branch(trial)
         if winner is not None:
             self._adopt(winner)
+
+    def _offer_branch(self, trial: Trial) -> None:
+        """Keep a candidate only the SLO or noise kept out as a branch the later techniques are tried on."""
+        line = branch_line(self.job.rounds, trial.round_, trial.candidate, self.state.lineage[trial.round_.index],
+                           self.state.inherited, self.state.ran)
+        self.state.offers.append(Offer(rank=(float(trial.round_.index),), line=line))
+        self.state.offers.sort()
 
     async def _try(self, delta: ConfigDelta) -> Trial | None:
         """Measure one candidate and let the policy judge it; None when it was closed without measuring."""
@@ -260,6 +302,7 @@ class TuningEngine(RoundMeasurer):
                 return None
         results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
         self.state.scenarios[round_.index] = candidate
+        self.state.lineage[round_.index] = list(self.state.path)
         if gate is not None and decision.verdict.keeps_candidate():
             decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
         return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
@@ -297,7 +340,8 @@ class TuningEngine(RoundMeasurer):
 
     def _new_round(self, technique: str, delta: ConfigDelta | None, key: str) -> Round:
         round_ = Round(index=len(self.job.rounds), technique=technique, delta=delta,
-                       retry_of=self.state.interrupted.pop(key, None))
+                       retry_of=self.state.interrupted.pop(key, None), line=self.state.line,
+                       base=self.state.path[-1] if delta is not None and self.state.path else None)
         self.job.rounds.append(round_)
         return round_
 
@@ -325,6 +369,7 @@ class TuningEngine(RoundMeasurer):
         self.state.accepted = trial.candidate
         self.state.baseline = trial.results
         self.state.kept.append(trial.round_.technique)
+        self.state.path.append(trial.round_.index)
 
     async def _measure_baseline(self) -> bool:
         """Round 0 measures the starting deployment; a failed measurement is retried as a new round."""
@@ -347,6 +392,8 @@ class TuningEngine(RoundMeasurer):
                 self.state.errors_in_a_row = 0
                 self.state.measured.setdefault(fingerprint(self.state.accepted), round_.index)
                 self.state.scenarios[round_.index] = self.state.accepted
+                self.state.lineage[round_.index] = []
+                self.state.path = [round_.index]
                 return True
             self.state.errors_in_a_row += 1
             retry_of = round_.index
@@ -373,6 +420,8 @@ class TuningEngine(RoundMeasurer):
         """Close what is open, decide the ending once, tell the journal and the plugins, build the outcome."""
         await self._close_open_rounds(paused=stopped is not None and stopped.state is JobState.PAUSED)
         # Nothing measured, nothing to assess: the report says the starting deployment was never measured.
+        if stopped is None and self.state.ends:
+            choose_line(self.state, self.job.rounds, self.parts.policy, self.initial)
         checks = (policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
                   if self.state.baseline else [])
         if stopped is None and not all(c.met for c in checks):

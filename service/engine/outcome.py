@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck, completion_hours
+from service.domain import SLO, Job, Objective, Round, RoundResult, Scenario, SLOCheck, completion_hours
 from service.engine.budget import Budget
 from service.engine.launch import LaunchCommand, render_launch
 from service.engine.report import TuningReport
@@ -45,8 +45,8 @@ def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budge
     except ValueError as exc:  # the flag catalogue refused the deployment: report why, render nothing
         workers, router, refused = [], None, [str(exc)]
     artifacts: dict[str, str] = {}
-    for round_ in job.rounds:
-        if round_.delta is not None and round_.decision and round_.decision.verdict.keeps_candidate():
+    for round_ in on_path(job, state):  # the rounds that built the final deployment, on whichever line
+        if round_.delta is not None:
             artifacts.update(round_.delta.artifacts)
     parts = FinalParts(scenario=final, results=list(state.baseline), launch_commands=workers,
                        router_command=router, artifacts=artifacts, launch_refused=refused)
@@ -55,6 +55,11 @@ def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budge
                          skipped=list(state.skipped), budget=budget, slo_checks=checks, report=report,
                          launch_commands=workers, router_command=router, artifacts=artifacts,
                          accepted=list(state.kept), launch_refused=refused)
+
+
+def on_path(job: Job, state: EngineState) -> list[Round]:
+    """The rounds whose deltas the final deployment carries, in order (the baseline round first)."""
+    return [job.rounds[i] for i in state.path if i < len(job.rounds)]
 
 
 def objective_met(objective: Objective, slo: SLO, results: list[RoundResult]) -> bool:

@@ -39,7 +39,7 @@ def render_markdown(report: TuningReport) -> str:
              f"Job `{job.id}` on runner `{job.runner}`: **{job.state}** ({job.stop_reason}). "
              f"{job.rounds_used} of {job.max_rounds} rounds, {job.gpu_minutes:.1f} GPU-minutes"
              + (f", seed {job.seed}." if job.seed is not None else "."), "", "## Rounds", ""]
-    lines += _rounds_table(report.rounds)
+    lines += _rounds_table(report)
     lines += ["", "## Decisions", ""]
     for round_ in report.rounds:
         if round_.verdict is not None:
@@ -50,37 +50,65 @@ def render_markdown(report: TuningReport) -> str:
         lines += ["", "## Steps not run", ""]
         lines += [f"- {s.technique}: {s.reason}" for s in report.skipped]
     lines += ["", "## SLO assessment", "", *_slo_lines(report)]
-    lines += ["", "## Final configuration", "", *_launch_lines(report)]
+    lines += ["", "## Final configuration", "", *_path_lines(report), *_launch_lines(report)]
     if report.final is not None:
         for name, content in report.final.artifacts.items():
             lines += ["", f"### {name}", "", "```", content.rstrip("\n"), "```"]
     return "\n".join(lines) + "\n"
 
 
-def _rounds_table(rounds: list[ReportRound]) -> list[str]:
+def _rounds_table(report: TuningReport) -> list[str]:
     header = ["Round", "Technique", *[c[0] for c in _COLUMNS], "Change vs baseline", "Decision", "Source"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    baseline: RoundResult | None = None
-    first: RoundResult | None = None
-    for round_ in rounds:
+    baselines: dict[int | None, RoundResult] = {}  # each search line's last kept figures
+    by_index = {r.index: r for r in report.rounds}
+    for round_ in report.rounds:
         result = _measured(round_)
-        cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
+        line = round_.line
+        if line not in baselines and line is not None and (root := _measured(by_index.get(line))) is not None:
+            baselines[line] = root
+        cells = [str(round_.index), _technique_cell(round_)]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
         paired = _paired_change(round_.figures) if result else ""
+        baseline = baselines.get(line)
         cells.append(paired or (_change(baseline, result) if baseline and result else "-"))
         cells.append(round_.verdict or round_.state)
         cells.append(round_.source or "-")
         lines.append("| " + " | ".join(cells) + " |")
-        if round_.verdict in ("accept", "keep_tradeoff") and result is not None:
-            baseline = result
-            first = first or result
-    if first is not None and baseline is not None and first is not baseline:
-        lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, baseline)} | | |")
+        if (round_.verdict in ("accept", "keep_tradeoff") or round_.delta is None) and result is not None:
+            baselines[line] = result
+    first, last = (_measured(by_index.get(report.path[0])), _measured(by_index.get(report.path[-1]))) \
+        if report.path else (None, None)
+    if first is not None and last is not None and first is not last:
+        lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, last)} | | |")
     return lines
 
 
-def _measured(round_: ReportRound) -> RoundResult | None:
+def _technique_cell(round_: ReportRound) -> str:
+    cell = round_.technique if round_.delta is None else round_.delta.summary
+    return cell if round_.line is None else f"{cell} (branch from round {round_.line})"
+
+
+def _path_lines(report: TuningReport) -> list[str]:
+    """Which rounds built the final deployment, and the branches the search walked besides the main line."""
+    if not report.path:
+        return []
+    by_index = {r.index: r for r in report.rounds}
+    steps = []
+    for i in report.path:
+        delta = by_index[i].delta if i in by_index else None
+        steps.append(f"round {i} ({delta.summary if delta is not None else 'starting point'})")
+    lines = ["Reached by: " + " -> ".join(steps) + "."]
+    if report.branches:
+        lines.append("Branches walked besides the main line: " + ", ".join(f"from round {i}" for i in report.branches)
+                     + ".")
+    return [*lines, ""]
+
+
+def _measured(round_: ReportRound | None) -> RoundResult | None:
     """The round's figures, or None where its measurement failed (a failed run's zeros are no figures)."""
+    if round_ is None:
+        return None
     result = round_.result
     return result if result is not None and result.status.value == "ok" else None
 
@@ -176,7 +204,7 @@ def render_html(report: TuningReport) -> str:
     rows = []
     for round_ in report.rounds:
         result = _measured(round_)
-        cells = [str(round_.index), round_.technique if round_.delta is None else round_.delta.summary]
+        cells = [str(round_.index), _technique_cell(round_)]
         cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
         cells += [round_.verdict or round_.state, round_.source or "-"]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
@@ -190,7 +218,8 @@ def render_html(report: TuningReport) -> str:
             f"<strong>{html.escape(job.state)}</strong> ({html.escape(job.stop_reason or '')})</p>"
             f"<h2>Rounds</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"{charts}<h2>SLO assessment</h2><ul>{slo}</ul>"
-            f"<h2>Final configuration</h2><pre>{html.escape(commands) or 'none'}</pre></body></html>")
+            f"<h2>Final configuration</h2>{''.join(f'<p>{html.escape(p)}</p>' for p in _path_lines(report) if p)}"
+            f"<pre>{html.escape(commands) or 'none'}</pre></body></html>")
 
 
 def _bar_chart(rounds: list[ReportRound], figure: str, read: Callable[[RoundResult], float]) -> str:

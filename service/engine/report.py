@@ -55,6 +55,8 @@ class ReportRound(msgspec.Struct, kw_only=True):
     result: RoundResult | None = None
     # Where the figures came from: simulated (and by which cost model), emulated, or measured.
     source: str | None = None
+    # The search line it was tried on: None for the main line, else the round that started its branch.
+    line: int | None = None
 
 
 class ReportFinal(msgspec.Struct, kw_only=True):
@@ -87,6 +89,10 @@ class TuningReport(msgspec.Struct, kw_only=True):
     headline: list[str] = msgspec.field(default_factory=list)
     # For a job that missed its SLO: the capacity that would meet each missed rate target.
     capacity: list[str] = msgspec.field(default_factory=list)
+    # The rounds whose kept deltas built the final deployment (the baseline round first), and the root
+    # round of every branch the search walked besides the main line.
+    path: list[int] = msgspec.field(default_factory=list)
+    branches: list[int] = msgspec.field(default_factory=list)
     format: int = REPORT_FORMAT
 
 
@@ -105,7 +111,7 @@ def report_round(round_: Round) -> ReportRound:
         pattern=None if decision is None else decision.pattern.value,
         reasons=[] if decision is None else list(decision.reasons),
         figures={} if decision is None else _plain(decision.figures), repeats=len(round_.results),
-        result=result, source=_source(round_.results))
+        result=result, source=_source(round_.results), line=round_.line)
 
 
 def _source(results: list[RoundResult]) -> str | None:

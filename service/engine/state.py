@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from service.domain import Round, RoundResult, Scenario
+from service.engine.beam import Line, Offer
 from service.engine.delta import delta_key
 
 BASELINE_KEY = "technique:baseline"
@@ -25,7 +26,11 @@ class SkippedStep(msgspec.Struct, frozen=True, kw_only=True):
 
 @dataclass
 class EngineState:
-    """The accepted deployment and everything the loop needs to decide what to measure next."""
+    """The accepted deployment and everything the loop needs to decide what to measure next.
+
+    `accepted`, `baseline`, `tried`, `kept` and `path` are those of the line being walked (`line`: None for
+    the main line, else its branch's root round); the other lines wait in `offers` or ended in `ends`.
+    """
 
     accepted: Scenario
     baseline: list[RoundResult] = field(default_factory=list)
@@ -44,6 +49,29 @@ class EngineState:
     scenarios: dict[int, Scenario] = field(default_factory=dict)
     # Why the final deployment is not the last accepted one (the best SLO-passing one measured instead).
     final_note: str = ""
+    # The line being walked: its branch's root round (None: the main line), the baseline round and the
+    # rounds kept on it, the delta keys it inherited from its parent line and the techniques its parent ran.
+    line: int | None = None
+    path: list[int] = field(default_factory=list)
+    inherited: set[str] = field(default_factory=set)
+    ran: list[str] = field(default_factory=list)
+    # Branches not yet walked (best first), lines already walked, and the roots of every branch walked.
+    offers: list[Offer] = field(default_factory=list)
+    ends: list[Line] = field(default_factory=list)
+    walked: list[int] = field(default_factory=list)
+    # Each measured round's path: the rounds whose kept deltas built the deployment it changed.
+    lineage: dict[int, list[int]] = field(default_factory=dict)
+
+    def snapshot(self) -> Line:
+        """The line being walked, as it stands."""
+        return Line(root=self.line, accepted=self.accepted, baseline=list(self.baseline), tried=set(self.tried),
+                    kept=list(self.kept), path=list(self.path), inherited=set(self.inherited), ran=list(self.ran))
+
+    def switch(self, line: Line) -> None:
+        """Walk `line` from here on."""
+        self.line, self.accepted, self.baseline = line.root, line.accepted, list(line.baseline)
+        self.tried, self.kept, self.path = set(line.tried), list(line.kept), list(line.path)
+        self.inherited, self.ran = set(line.inherited), list(line.ran)
 
 
 def round_key(round_: Round) -> str:

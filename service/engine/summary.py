@@ -43,7 +43,9 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                         final=deployment if state.baseline_measured else None,
                         # A job that measured nothing has no SLO standing at all.
                         slo=ReportSLO(met=met, checks=checks) if state.baseline_measured else None,
-                        headline=_headline(job, checks, capacity, final, state), capacity=capacity)
+                        headline=_headline(job, checks, capacity, final, state), capacity=capacity,
+                        path=list(state.path) if state.baseline_measured else [],
+                        branches=list(state.walked))
 
 
 def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: FinalParts,
@@ -61,10 +63,11 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
                          "see the rounds for the figure closest to it.")
     elif job.state is JobState.SUCCEEDED and checks:
         lines.append("The final deployment meets every SLO target.")
-    for round_ in job.rounds:
-        delta = round_.delta
-        if delta is None or round_.decision is None or not round_.decision.verdict.keeps_candidate():
+    for index in state.path:  # the rounds whose deltas the final deployment carries
+        delta = job.rounds[index].delta if index < len(job.rounds) else None
+        if delta is None:
             continue
+        round_ = job.rounds[index]
         if delta.quality_check:
             lines.append(f"Round {round_.index} ({delta.summary}): {delta.quality_check.rstrip('.')}.")
     if final.launch_refused and state.baseline_measured:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # An inconclusive round is measured again on as many new seeds (both sides), up to this many times the
 # playbook's repeats, and decided on all of them (sequential testing, bounded by the budget).
-MAX_REPEAT_FACTOR = 2
+MAX_REPEAT_FACTOR = 3
 
 
 class Stopped(Exception):  # noqa: N818 - it is the condition, not a failure

@@ -48,6 +48,7 @@ class PlaybookContract:
     def test_budget_repeats_and_tolerance_are_usable(self, playbook: Playbook) -> None:
         assert playbook.max_rounds >= 1, "max_rounds below 1 would end every job after its baseline"
         assert playbook.repeats >= 1
+        assert 1 <= playbook.beam_width <= 8, "beam_width counts the search's lines: 1 (no branches) to 8"
         assert playbook.max_gpu_minutes is None or playbook.max_gpu_minutes > 0
         assert 0.0 <= playbook.quality_tolerance < 1.0
 

@@ -107,3 +107,29 @@ def test_deadline_and_cost_targets_are_gated_like_the_others():
     assert "cost_per_1m_output_max" in decision.reasons[0]
     slower = make_round(3, gpu_hour_price=6.0, decode_speed=0.8)
     assert CasebookPolicy().decide([baseline], [slower], slo, Objective(kind="cost")).verdict is Verdict.ROLLBACK
+
+
+def test_a_win_only_the_slo_gate_kept_out_is_marked_for_a_branch(policy):
+    # +60% decode speed but TTFT p95 past a target the baseline met: rolled back, and worth a branch.
+    baseline, candidate = make_round(1), make_round(2, decode_speed=1.6, ttft_scale=1.8)
+    slo = SLO(ttft_p95_ms=(baseline.bench.p95_ttft_ms + candidate.bench.p95_ttft_ms) / 2)
+    decision = policy.decide([baseline], [candidate], slo, THROUGHPUT)
+    assert decision.verdict is Verdict.ROLLBACK and decision.slo_vetoed_win
+    # Without the target the same candidate is kept: nothing to branch on.
+    free = policy.decide([baseline], [candidate], SLO(), THROUGHPUT)
+    assert free.verdict.keeps_candidate() and not free.slo_vetoed_win
+
+
+def test_a_loss_that_also_misses_the_slo_is_no_branch(policy):
+    baseline, candidate = make_round(1), make_round(2, decode_speed=0.7, ttft_scale=1.8)
+    slo = SLO(ttft_p95_ms=(baseline.bench.p95_ttft_ms + candidate.bench.p95_ttft_ms) / 2)
+    decision = policy.decide([baseline], [candidate], slo, THROUGHPUT)
+    assert decision.verdict is Verdict.ROLLBACK and not decision.slo_vetoed_win
+
+
+def test_breaking_the_failure_rate_slo_is_no_branch(policy):
+    # Failures compound (casebook, structured output): a candidate that fails requests is nothing to build on.
+    baseline = make_round(1, failure_rate=0.0)
+    candidate = make_round(2, failure_rate=0.02, decode_speed=1.5, ttft_scale=0.6)
+    decision = policy.decide([baseline], [candidate], SLO(failure_rate_max=0.005), THROUGHPUT)
+    assert decision.verdict is Verdict.ROLLBACK and not decision.slo_vetoed_win

@@ -1,0 +1,139 @@
+"""The search's lines: the main line and branches started from SLO-vetoed wins (a small beam).
+
+The casebook engineer tries one technique per round and keeps or rolls back each change by the pattern
+table; that is the main line. A candidate the policy rolls back only because of the SLO (`Decision.slo_vetoed_win`:
+it improved the objective beyond noise, or it missed a target by less than the noise), or that stayed
+inconclusive after the extra seeds, is a deployment the later techniques may still make pass: a casebook
+fix judged alone against a baseline that the other missing fixes cripple, or a decision the traffic seed
+would make. It is kept as an offer. When the main line has run its steps, the offers are walked as
+branches, earliest first (the branch from the earliest contested decision re-examines every later one),
+each from its candidate with the techniques its line had not yet run, under the same budget; the
+playbook's `beam_width` counts the lines (1 turns branching off). The job ends on the best line that
+meets every SLO target, ranked by the objective (`choose_line`).
+
+A line's state is its accepted deployment, the figures it was measured with, the deltas tried on it and the
+rounds kept on it (its path). Everything here follows from the rounds alone, so a resumed job rebuilds its
+lines from the journal (`service.engine.resume`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from service.domain import Decision, Round, RoundResult, Scenario, Verdict
+from service.engine.alternatives import objective_figure, objective_key
+from service.engine.delta import delta_key
+from service.engine.slo import policy_slo_checks
+
+if TYPE_CHECKING:
+    from service.engine.state import EngineState
+
+
+@dataclass
+class Line:
+    """One line of the search: where it stands, what was tried on it, and the rounds that built it."""
+
+    root: int | None  # None: the main line; else the round whose SLO-vetoed candidate starts the branch
+    accepted: Scenario
+    baseline: list[RoundResult]
+    tried: set[str] = field(default_factory=set)
+    kept: list[str] = field(default_factory=list)
+    path: list[int] = field(default_factory=list)  # the baseline round, then every round kept on this line
+    # Delta keys tried on the lines this one branched from, up to its root (never tried again on it).
+    inherited: set[str] = field(default_factory=set)
+    # Techniques its parent lines ran before its root: the branch runs the others, and its root's again.
+    ran: list[str] = field(default_factory=list)
+
+    def pending(self, steps: list[str], root_technique: str | None) -> list[str]:
+        """The playbook steps this line still runs, in the playbook's order."""
+        return [s for s in steps if s == root_technique or s not in self.ran]
+
+
+@dataclass(order=True)
+class Offer:
+    """A branch not yet walked, ranked by `rank` (smaller is better; ties go to the earlier round)."""
+
+    rank: tuple[float, ...]
+    line: Line = field(compare=False)
+
+
+def worth_a_branch(decision: Decision | None) -> bool:
+    """A measured candidate that only the SLO kept out (`Decision.slo_vetoed_win`), or that stayed
+    inconclusive after the extra seeds: the seed, not the figures, would decide the job's path."""
+    if decision is None:
+        return False
+    return decision.slo_vetoed_win or decision.verdict is Verdict.INCONCLUSIVE
+
+
+def branch_line(rounds: list[Round], root: Round, candidate: Scenario, path: list[int],
+                parent_inherited: set[str], parent_ran: list[str]) -> Line:
+    """The branch that adopts `root`'s candidate, on the path `root` was tried on (its lineage).
+
+    It follows from the rounds alone (the same live and on a resume): the deltas tried on its parent line up
+    to its root are tried on it too, and the techniques its parent line ran before the root are done on it.
+    """
+    keys = {delta_key(r.delta) for r in rounds
+            if r.delta is not None and r.line == root.line and r.index <= root.index}
+    ran = [*parent_ran, *(t for t in techniques_before(rounds, root.line, root.index) if t not in parent_ran)]
+    full = [*path, root.index]
+    kept = [rounds[i].technique for i in full if i < len(rounds) and rounds[i].delta is not None]
+    inherited = parent_inherited | keys
+    return Line(root=root.index, accepted=candidate, baseline=list(root.results), tried=set(inherited),
+                kept=kept, path=full, inherited=inherited, ran=[t for t in ran if t != root.technique])
+
+
+def techniques_before(rounds: list[Round], line: int | None, before: int) -> list[str]:
+    """The techniques with a round on `line` before round `before` (the baseline excluded)."""
+    seen: list[str] = []
+    for round_ in rounds:
+        if round_.index < before and round_.line == line and round_.delta is not None \
+                and round_.technique not in seen:
+            seen.append(round_.technique)
+    return seen
+
+
+def describe_path(rounds: list[Round], path: list[int]) -> str:
+    """"round 0 (starting point) -> round 3 (chunked prefill 4096) -> ..." for the report."""
+    parts = []
+    for index in path:
+        delta = rounds[index].delta if index < len(rounds) else None
+        parts.append(f"round {index} ({delta.summary if delta is not None else 'starting point'})")
+    return " -> ".join(parts)
+
+
+def choose_line(state: EngineState, rounds: list[Round], policy: Any, initial: Scenario) -> None:
+    """End on the best line the search walked: of the lines whose deployment meets every SLO target, the one
+    best on the objective (the main line on a tie); the main line when none meets them."""
+    lines = [*state.ends, state.snapshot()]
+
+    def passes(line: Line) -> bool:
+        checks = policy_slo_checks(policy, line.baseline, initial.slo) if line.baseline else []
+        return bool(line.baseline) and all(c.met for c in checks)
+
+    passing = [(objective_key(initial.objective, initial.slo, line.baseline), i) for i, line in enumerate(lines)
+               if passes(line)]
+    best = lines[min(passing)[1]] if passing else next(line for line in lines if line.root is None)
+    if best.root != state.line:
+        state.switch(best)
+    if best.root is None:
+        return
+    main = next(line for line in lines if line.root is None)
+    root = rounds[best.root]
+    label, value, _ = objective_figure(initial.objective, initial.slo, best.baseline)
+    _, main_value, _ = objective_figure(initial.objective, initial.slo, main.baseline)
+    state.final_note = (
+        f"The final configuration comes from the branch started at round {root.index} "
+        f"(`{root.delta.summary if root.delta else root.technique}`, {_why_branched(root)}): "
+        f"{describe_path(rounds, best.path)}. Of the {len(lines)} "
+        f"lines the search walked it is the best that meets every SLO target ({label} {value:.4g}; the main "
+        f"line ended at {main_value:.4g}{'' if passes(main) else ', missing a target'}).")
+
+
+def _why_branched(root: Round) -> str:
+    if root.decision is not None and root.decision.verdict is Verdict.INCONCLUSIVE:
+        return "left inconclusive on its line after the extra seeds"
+    return "rolled back on its line only on an SLO target"
+
+
+__all__ = ["Line", "Offer", "branch_line", "choose_line", "describe_path", "techniques_before", "worth_a_branch"]
