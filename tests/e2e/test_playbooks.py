@@ -53,7 +53,8 @@ def tune(playbook: str) -> dict:
 
 
 def rounds(report: dict, technique: str) -> list[dict]:
-    return [r for r in report["rounds"] if r["technique"] == technique]
+    """The technique's rounds on the main line: the casebook's narrative (branches are tested apart)."""
+    return [r for r in report["rounds"] if r["technique"] == technique and r.get("line") is None]
 
 
 def decided(report: dict) -> list[tuple[str, str]]:
@@ -92,12 +93,14 @@ def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_stops_at_4096() 
     assert smaller["figures"]["output_throughput.baseline"] == pytest.approx(
         chunk[1]["result"]["bench"]["output_throughput"])
     # As the casebook: diminishing returns at 4096. The smaller chunk only shortens decode stalls (max and
-    # p99 ITL) while the TTFT tail the SLO names does not fall, so it is rolled back.
+    # p99 ITL) while the TTFT the SLO names does not fall: on 9 seeds per side (3, then 3 more twice while
+    # noise left it open) its median TTFT rises (+27%) and its pooled TTFT p95, 1,025 ms [945, 1,067], is
+    # past the 1 s target the kept 4096 + mixed chunk met, so it is rolled back.
     assert smaller["figures"]["max_itl_ms.change"] < -0.3
     assert smaller["figures"]["p99_ttft_ms.change"] > -0.1
-    # None of the figures the label reads (throughput, median and p99 TTFT, median ITL) moved beyond noise.
-    assert smaller["pattern"] == "nothing_changed" and smaller["verdict"] == "rollback"
-    assert "not one the SLO names" in smaller["reasons"][0]
+    assert smaller["figures"]["median_ttft_ms.change"] > 0
+    assert smaller["verdict"] == "rollback"
+    assert "breaks an SLO the baseline met (ttft_p95_ms" in smaller["reasons"][0]
     assert len(chunk) == 3  # the sweep stops at 2048
     assert server(report)["chunked-prefill-size"] == 4096
 

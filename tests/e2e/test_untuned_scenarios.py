@@ -184,12 +184,6 @@ def test_prompt_structure_is_examined_before_routing_and_hicache() -> None:
     assert order.index("prompt_structure") < order.index("router_policy") < order.index("hicache")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "auto at seed 0 (seeds 1-4 decide well) on 2 x TP2 behind round_robin with a time stamp in front: the "
-    "re-ordered prompt measured +45.7% "
-    "output throughput (619 -> 902 tok/s), p99 TTFT -53.7%, hit rate 0 -> 0.53, yet is 'inconclusive' (p95 "
-    "TTFT 539 -> 612 ms) and rolled back; cache_aware is then judged on the broken prefix (no change) and the "
-    "job ends 'succeeded' on round_robin with the variable fields still first"))
 def test_rag_with_front_fields_ends_with_the_prompt_fixed_and_cache_aware_routing() -> None:
     outcome = job("rag-front", auto(), build(RAG_FRONT))
     # Casebook case 2: moving variable values to the end is what lets the cache work at all, and "for
@@ -364,16 +358,6 @@ SEEDED = {
     "round-robin-support": (playbook("router", "router_policy"), ROUND_ROBIN),
     "rag-front-short": (playbook("rag", "prompt_structure", "router_policy"), RAG_FRONT),
 }
-UNSTABLE = {
-    "round-robin-support": ("cache_aware is accepted at seeds 0-3 (hit rate 0.41 -> 0.61) but 'inconclusive' at "
-                            "seed 4 (+6.0% output throughput, 95% CI +4.6%..+7.3% over 4 seeds, median TTFT "
-                            "-34.2%), so that job ends on round_robin"),
-    "rag-front-short": ("the re-ordered prompt is accepted at seeds 1-4 but 'inconclusive' at seed 0 (+45.7% "
-                        "output throughput, p99 TTFT -53.7%, p95 TTFT 539 -> 612 ms) and rolled back, so that "
-                        "job ends with the variable fields in front on round_robin"),
-}
-
-
 def decisions(outcome: TuningOutcome) -> tuple[object, ...]:
     """What a job decided: its ending, each round's technique and whether it was kept, the final scenario."""
     kept = [(r.technique, r.verdict in KEPT) for r in outcome.report.rounds[1:]]
@@ -381,8 +365,7 @@ def decisions(outcome: TuningOutcome) -> tuple[object, ...]:
     return outcome.report.job.state, kept, final.model, final.deployment, final.workload.prefix
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=UNSTABLE[name]))
-                                  if name in UNSTABLE else name for name in SEEDED])
+@pytest.mark.parametrize("name", SEEDED)
 def test_decisions_are_identical_at_seeds_0_to_4(name: str) -> None:
     chosen, data = SEEDED[name]
     # The pattern table judges a change by its figures; the seed only draws the traffic. A decision that flips
