@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from plugins.techniques._rules import main_server
+from plugins.techniques._rules import main_server, measured_concurrency_per_instance, threshold_batch_size
 from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext
 
 ADOPT_AFTER_CHECK = "adopt only after a quality check"
+# Below this fraction of the threshold batch decode is memory-bound (the casebook's "well below" region, as
+# speculative decoding's transition zone starts at 70%).
+MEMORY_BOUND = 0.7
 
 
 class Quantization(Technique):
@@ -19,10 +22,22 @@ class Quantization(Technique):
                                   "quality check must pass before adoption when the playbook asks for one.")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
-        if not ctx.scenario.hardware.spec.supports_fp8:
-            return Applicability(False, f"{ctx.scenario.hardware.gpu} has no FP8 tensor cores, so FP8 saves "
-                                        "memory but not decode time.")
         server = main_server(ctx.scenario)
+        if not ctx.scenario.hardware.spec.supports_fp8:
+            # SGLang runs FP8 weights through its Marlin weight-only kernel on sm80-88 GPUs
+            # (fp8_utils.can_auto_enable_marlin_fp8): half the weight bytes, the arithmetic stays BF16. That
+            # pays only where decode is memory-bound (casebook case 1 round 2: "halving the bytes read").
+            if server.weight_dtype == "fp8":
+                return Applicability(False, "Weights are already FP8 (Marlin weight-only on this GPU).")
+            c, source = measured_concurrency_per_instance(ctx)
+            threshold = threshold_batch_size(ctx.scenario)
+            figures = f"{source} concurrency {c:.0f} per instance, threshold batch {threshold:.0f}"
+            if c >= MEMORY_BOUND * threshold:
+                return Applicability(False, f"{ctx.scenario.hardware.gpu} has no FP8 tensor cores and decode is not "
+                                            f"memory-bound ({figures}): weight-only FP8 saves memory, not time.")
+            return Applicability(True, f"{ctx.scenario.hardware.gpu} has no FP8 tensor cores, but decode is "
+                                       f"memory-bound ({figures}): FP8 weights (SGLang's Marlin weight-only kernel) "
+                                       "halve the weight bytes read each step (casebook case 1 round 2).")
         if server.weight_dtype == "fp8" and server.kv_dtype != "bf16":
             return Applicability(False, "Weights and KV cache are already FP8.")
         return Applicability(True, "Decode is memory-bound, so FP8 weights and KV halve the bytes read each step "
@@ -30,7 +45,14 @@ class Quantization(Technique):
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         server = main_server(ctx.scenario)
-        changes: dict[str, FlagValue | None] = {"kv_cache_dtype": "fp8_e5m2"}
+        if not ctx.scenario.hardware.spec.supports_fp8:
+            # Weight-only: the KV cache stays BF16 where attention has no FP8 arithmetic to run it on.
+            changes: dict[str, FlagValue | None] = {"quantization": "fp8"}
+            if server.mem_fraction_static is None:
+                changes["mem_fraction_static"] = 0.90
+            return [ConfigDelta(technique=self.name, summary="FP8 weights (Marlin weight-only)", set_server=changes,
+                                quality_check=quality_check(ctx, self.name))]
+        changes = {"kv_cache_dtype": "fp8_e5m2"}
         parts = ["FP8 KV"]
         if server.weight_dtype != "fp8":
             changes["quantization"] = "fp8"
