@@ -81,6 +81,10 @@ class RoundView(msgspec.Struct, kw_only=True):
     state: RoundState
     summary: str
     retry_of: int | None
+    # The search line: None on the main line, else the round whose candidate started the branch
+    # (docs/tuning.md, "The beam"); `base` is the round whose deployment this round changed.
+    line: int | None
+    base: int | None
     started_at: datetime | None
     finished_at: datetime | None
     decision: Decision | None
@@ -92,7 +96,7 @@ def round_view(round_: Round) -> RoundView:
     return RoundView(
         index=round_.index, technique=round_.technique, state=round_.state,
         summary=round_.delta.summary if round_.delta else "", retry_of=round_.retry_of,
-        started_at=round_.started_at, finished_at=round_.finished_at, decision=round_.decision,
+        line=round_.line, base=round_.base, started_at=round_.started_at, finished_at=round_.finished_at, decision=round_.decision,
         delta=msgspec.to_builtins(round_.delta) if round_.delta else None,
         results=[msgspec.to_builtins(result) for result in round_.results])
 

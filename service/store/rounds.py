@@ -99,6 +99,8 @@ def _round_summary(round_: Round) -> dict[str, Any]:
     summary: dict[str, Any] = {"round": round_.index, "technique": round_.technique, "state": round_.state.value}
     if round_.retry_of is not None:
         summary["retry_of"] = round_.retry_of
+    if round_.line is not None:
+        summary["line"] = round_.line
     return summary
 
 

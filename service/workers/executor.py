@@ -54,6 +54,8 @@ class StoreJournal:
         body: dict[str, Any] = {"message": event.message}
         if event.technique is not None:
             body["technique"] = event.technique
+        if event.round_index is not None:
+            body["round"] = event.round_index
         await self.store.record_event(self.job_id, self.owner, event.kind, body)
 
 

@@ -93,7 +93,8 @@ def _engine(runner: FakeRunner, *, width: int = 2, journal: MemoryJournal | None
 
 
 def test_a_win_the_slo_vetoed_is_walked_as_a_branch_and_the_job_ends_on_the_best_passing_line() -> None:
-    outcome = asyncio.run(_engine(FakeRunner(figures)).run())
+    journal = MemoryJournal()
+    outcome = asyncio.run(_engine(FakeRunner(figures), journal=journal).run())
     rounds = outcome.job.rounds
     # Main line: the prompt fix alone misses p95 (rolled back, kept as a branch), cache_aware alone does nothing.
     assert [(r.technique, r.line, r.decision.verdict) for r in rounds[1:]] == [
@@ -106,6 +107,8 @@ def test_a_win_the_slo_vetoed_is_walked_as_a_branch_and_the_job_ends_on_the_best
     assert outcome.job.state is JobState.SUCCEEDED and outcome.slo_met
     assert outcome.accepted == ["prompt_structure", "router_policy"]
     assert "branch started at round 1" in outcome.report.headline[1]
+    started = [e for e in journal.events if e.kind == "branch_started"]
+    assert [(e.round_index, e.technique) for e in started] == [(1, "prompt_structure")]
     markdown = render_markdown(outcome.report)
     assert "router cache_aware (branch from round 1)" in markdown
     assert "Reached by: round 0 (starting point) -> round 1 (prompt re-ordered) -> round 3 (router cache_aware)." \
