@@ -88,19 +88,20 @@ def pick_winner(trials: list[Trial], slo: SLO, objective: Objective, policy: Any
     best = kept[0]
     for trial in kept[1:]:
         mine, theirs = rank_key(trial, slo, objective), rank_key(best, slo, objective)
-        if mine[0] < theirs[0] or (mine[0] == theirs[0] and mine < theirs and _beats(trial, best, slo, objective,
-                                                                                        policy)):
+        if mine[0] < theirs[0] or (mine[0] == theirs[0] and mine < theirs
+                                   and beats(trial.results, best.results, slo, objective, policy)):
             best = trial
     return best
 
 
-def _beats(trial: Trial, best: Trial, slo: SLO, objective: Objective, policy: Any | None) -> bool:
-    """Whether the policy keeps `trial` judged against `best` on their shared seeds (True without a policy)."""
+def beats(results: list[RoundResult], against: list[RoundResult], slo: SLO, objective: Objective,
+          policy: Any | None) -> bool:
+    """Whether the policy keeps `results` judged against `against` on their shared seeds (True without one)."""
     if policy is None:
         return True
-    shared = min(len(trial.results), len(best.results))
+    shared = min(len(results), len(against))
     try:
-        decision = policy.decide(best.results[:shared], trial.results[:shared], slo, objective)
+        decision = policy.decide(against[:shared], results[:shared], slo, objective)
     except Exception:  # a policy that cannot compare two alternatives leaves the ranking to the figures
         return True
     return bool(decision.verdict.keeps_candidate())

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from service.domain import Decision, Round, RoundResult, Scenario, Verdict
-from service.engine.alternatives import objective_figure, objective_key
+from service.engine.alternatives import beats, objective_figure, objective_key
 from service.engine.delta import delta_key
 from service.engine.slo import policy_slo_checks
 
@@ -103,17 +103,30 @@ def describe_path(rounds: list[Round], path: list[int]) -> str:
 
 
 def choose_line(state: EngineState, rounds: list[Round], policy: Any, initial: Scenario) -> None:
-    """End on the best line the search walked: of the lines whose deployment meets every SLO target, the one
-    best on the objective (the main line on a tie); the main line when none meets them."""
-    lines = [*state.ends, state.snapshot()]
+    """End on the best line the search walked, taken in the order they were walked (the main line first).
+
+    A later line's end replaces the best so far when it meets every SLO target and the best does not, or
+    when both meet them, it ranks better on the objective and `policy`, judging it against the best on the
+    seeds both share, would keep it: a branch whose edge is inside the noise does not replace the main line.
+    """
+    lines = sorted([*state.ends, state.snapshot()],
+                   key=lambda line: -1 if line.root is None else state.walked.index(line.root)
+                   if line.root in state.walked else len(state.walked))
 
     def passes(line: Line) -> bool:
         checks = policy_slo_checks(policy, line.baseline, initial.slo) if line.baseline else []
         return bool(line.baseline) and all(c.met for c in checks)
 
-    passing = [(objective_key(initial.objective, initial.slo, line.baseline), i) for i, line in enumerate(lines)
-               if passes(line)]
-    best = lines[min(passing)[1]] if passing else next(line for line in lines if line.root is None)
+    def key(line: Line) -> float:
+        return objective_key(initial.objective, initial.slo, line.baseline)
+
+    best = lines[0]
+    for line in lines[1:]:
+        if not passes(line):
+            continue
+        if not passes(best) or (key(line) < key(best)
+                                and beats(line.baseline, best.baseline, initial.slo, initial.objective, policy)):
+            best = line
     if best.root != state.line:
         state.switch(best)
     if best.root is None:
@@ -127,7 +140,7 @@ def choose_line(state: EngineState, rounds: list[Round], policy: Any, initial: S
         f"(`{root.delta.summary if root.delta else root.technique}`, {_why_branched(root)}): "
         f"{describe_path(rounds, best.path)}. Of the {len(lines)} "
         f"lines the search walked it is the best that meets every SLO target ({label} {value:.4g}; the main "
-        f"line ended at {main_value:.4g}{'' if passes(main) else ', missing a target'}).")
+        f"line ended at {main_value:.4g}{', beaten beyond noise' if passes(main) else ', missing a target'}).")
 
 
 def _why_branched(root: Round) -> str:
