@@ -37,7 +37,8 @@ def _details(kind: str, component: Any) -> dict[str, Any]:
         return {"capabilities": msgspec.to_builtins(component.capabilities)}
     if kind == "playbook":
         return {"techniques": list(component.techniques), "max_rounds": component.max_rounds,
-                "repeats": component.repeats, "scenario": _file_name(component.scenario)}
+                "repeats": component.repeats, "beam_width": component.beam_width,
+                "scenario": _file_name(component.scenario)}
     return {}
 
 
