@@ -3,7 +3,8 @@
 Run: `.venv/bin/python -m bench.tune [--playbook NAME ...] [--runs R]`. Each playbook runs as its own
 process (the CLI exactly as a user runs it, import and cost-model loading included), R times; prints one
 JSON line per playbook: wall seconds of each run, their median, the target (60 s; 300 s for
-moe-at-scale), rounds run, repeats per round, which rounds were kept, and every round's verdict.
+moe-at-scale), rounds run, repeats per round, the rounds that built the final deployment, the branches
+walked, and every round's verdict.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def summary(playbook: str, runs: int) -> dict:
     return {
         "playbook": playbook, "runs_s": seconds, "median_s": round(median, 2), "target_s": target,
         "met": median <= target, "rounds": len(rounds), "repeats": max(r["repeats"] for r in rounds),
-        "kept": [r["delta"]["summary"] for r in rounds if r["delta"] and r["verdict"] in ("accept", "keep_tradeoff")],
+        # The rounds that built the final deployment (its path), and the branches the search walked.
+        "kept": [rounds[i]["delta"]["summary"] for i in report.get("path", []) if rounds[i]["delta"]],
+        "branches": report.get("branches", []),
         "decisions": [[r["delta"]["summary"] if r["delta"] else "baseline", r["verdict"]] for r in rounds],
         "slo_met": report["slo"]["met"], "load_average": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(), "cpus": os.cpu_count(),
