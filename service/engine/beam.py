@@ -9,7 +9,8 @@ would make. It is kept as an offer. When the main line has run its steps, the of
 branches, earliest first (the branch from the earliest contested decision re-examines every later one),
 each from its candidate with the techniques its line had not yet run, under the same budget; the
 playbook's `beam_width` counts the lines (1 turns branching off). The job ends on the best line that
-meets every SLO target, ranked by the objective (`choose_line`).
+meets every SLO target, ranked by the objective, a branch replacing the main line only beyond noise
+(`choose_line`).
 
 A line's state is its accepted deployment, the figures it was measured with, the deltas tried on it and the
 rounds kept on it (its path). Everything here follows from the rounds alone, so a resumed job rebuilds its
@@ -18,10 +19,11 @@ lines from the journal (`service.engine.resume`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from service.domain import Decision, Round, RoundResult, Scenario, Verdict
+from service.domain import ConfigDelta, Decision, Round, RoundResult, Scenario, Verdict
 from service.engine.alternatives import beats, objective_figure, objective_key
 from service.engine.delta import delta_key
 from service.engine.slo import policy_slo_checks
@@ -50,14 +52,6 @@ class Line:
         return [s for s in steps if s == root_technique or s not in self.ran]
 
 
-@dataclass(order=True)
-class Offer:
-    """A branch not yet walked, ranked by `rank` (smaller is better; ties go to the earlier round)."""
-
-    rank: tuple[float, ...]
-    line: Line = field(compare=False)
-
-
 def worth_a_branch(decision: Decision | None) -> bool:
     """A measured candidate that only the SLO kept out (`Decision.slo_vetoed_win`), or that stayed
     inconclusive after the extra seeds: the seed, not the figures, would decide the job's path."""
@@ -77,10 +71,9 @@ def branch_line(rounds: list[Round], root: Round, candidate: Scenario, path: lis
             if r.delta is not None and r.line == root.line and r.index <= root.index}
     ran = [*parent_ran, *(t for t in techniques_before(rounds, root.line, root.index) if t not in parent_ran)]
     full = [*path, root.index]
-    kept = [rounds[i].technique for i in full if i < len(rounds) and rounds[i].delta is not None]
     inherited = parent_inherited | keys
     return Line(root=root.index, accepted=candidate, baseline=list(root.results), tried=set(inherited),
-                kept=kept, path=full, inherited=inherited, ran=[t for t in ran if t != root.technique])
+                kept=techniques_on(rounds, full), path=full, inherited=inherited, ran=[t for t in ran if t != root.technique])
 
 
 def techniques_before(rounds: list[Round], line: int | None, before: int) -> list[str]:
@@ -93,8 +86,18 @@ def techniques_before(rounds: list[Round], line: int | None, before: int) -> lis
     return seen
 
 
-def describe_path(rounds: list[Round], path: list[int]) -> str:
-    """"round 0 (starting point) -> round 3 (chunked prefill 4096) -> ..." for the report."""
+def techniques_on(rounds: list[Round], path: list[int]) -> list[str]:
+    """The techniques whose deltas the rounds of `path` kept, in order (the baseline round has none)."""
+    return [rounds[i].technique for i in path if i < len(rounds) and rounds[i].delta is not None]
+
+
+class _WithDelta(Protocol):
+    @property
+    def delta(self) -> ConfigDelta | None: ...
+
+
+def describe_path(rounds: Sequence[_WithDelta], path: list[int]) -> str:
+    """"round 0 (starting point) -> round 3 (chunked prefill 4096) -> ..." (rounds, or report rounds, by index)."""
     parts = []
     for index in path:
         delta = rounds[index].delta if index < len(rounds) else None
@@ -137,16 +140,18 @@ def choose_line(state: EngineState, rounds: list[Round], policy: Any, initial: S
     _, main_value, _ = objective_figure(initial.objective, initial.slo, main.baseline)
     state.final_note = (
         f"The final configuration comes from the branch started at round {root.index} "
-        f"(`{root.delta.summary if root.delta else root.technique}`, {_why_branched(root)}): "
+        f"(`{root.delta.summary if root.delta else root.technique}`, {why_branched(root)}): "
         f"{describe_path(rounds, best.path)}. Of the {len(lines)} "
         f"lines the search walked it is the best that meets every SLO target ({label} {value:.4g}; the main "
         f"line ended at {main_value:.4g}{', beaten beyond noise' if passes(main) else ', missing a target'}).")
 
 
-def _why_branched(root: Round) -> str:
+def why_branched(root: Round) -> str:
+    """Why `root`'s candidate was walked as a branch, for the report and the job's events."""
     if root.decision is not None and root.decision.verdict is Verdict.INCONCLUSIVE:
         return "left inconclusive on its line after the extra seeds"
     return "rolled back on its line only on an SLO target"
 
 
-__all__ = ["Line", "Offer", "branch_line", "choose_line", "describe_path", "techniques_before", "worth_a_branch"]
+__all__ = ["Line", "branch_line", "choose_line", "describe_path", "techniques_before", "techniques_on",
+           "why_branched", "worth_a_branch"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from service.domain import RoundResult, RoundState, RoundStatus, Scenario, SLOCheck
 from service.engine.alternatives import objective_figure
+from service.engine.beam import techniques_on
 from service.engine.slo import policy_slo_checks
 from service.engine.state import EngineState
 
@@ -38,7 +39,7 @@ def fall_back_to_best_passing(state: EngineState, rounds: list[Any], policy: Any
     label, value, _ = objective_figure(initial.objective, initial.slo, results)
     state.accepted, state.baseline = scenario, results
     state.path = [*state.lineage.get(index, []), index]
-    state.kept = [rounds[i].technique for i in state.path if rounds[i].delta is not None]
+    state.kept = techniques_on(rounds, state.path)
     summary = rounds[index].delta.summary if rounds[index].delta is not None else "the starting deployment"
     state.final_note = (f"The round-by-round path ended on a deployment that misses the SLO; the final "
                         f"configuration is round {index}'s ({summary}), the best SLO-passing deployment "

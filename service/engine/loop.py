@@ -37,7 +37,7 @@ from service.domain import (
     resolve_model,
 )
 from service.engine.alternatives import Trial, pick_winner, superseded
-from service.engine.beam import Offer, branch_line, choose_line, worth_a_branch
+from service.engine.beam import Line, branch_line, choose_line, why_branched, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.ending import Ending, decide_ending
@@ -149,21 +149,21 @@ class TuningEngine(RoundMeasurer):
             pending.remove(name)
             await self._run_step(name)
 
-    def _next_branch(self) -> Offer | None:
+    def _next_branch(self) -> Line | None:
         """The best branch not yet walked, while the playbook's beam has room for another line."""
         if not self.state.offers or 1 + len(self.state.walked) >= self.playbook.beam_width:
             return None
         return self.state.offers.pop(0)
 
-    async def _start_branch(self, offer: Offer) -> None:
-        assert offer.line.root is not None, "an offer is a branch"
-        root = self.job.rounds[offer.line.root]
-        self.state.switch(offer.line)
+    async def _start_branch(self, branch: Line) -> None:
+        assert branch.root is not None, "an offer is a branch"
+        root = self.job.rounds[branch.root]
+        self.state.switch(branch)
         self.state.walked.append(root.index)
         await self._event("branch_started", round_index=root.index, technique=root.technique,
                           message=f"the branch from round {root.index} ({root.delta.summary if root.delta else ''}), "
-                                  "rolled back only on an SLO target while improving the objective")
-        await self._walk_line(offer.line.pending(self.steps(), root.technique))
+                                  f"{why_branched(root)}")
+        await self._walk_line(branch.pending(self.steps(), root.technique))
 
     def _diagnosis_for(self, step: str, pending: list[str]) -> str | None:
         """A pending technique whose diagnosis must precede `step` and that applies now (casebook order only)."""
@@ -274,8 +274,8 @@ class TuningEngine(RoundMeasurer):
         """Keep a candidate only the SLO or noise kept out as a branch the later techniques are tried on."""
         line = branch_line(self.job.rounds, trial.round_, trial.candidate, self.state.lineage[trial.round_.index],
                            self.state.inherited, self.state.ran)
-        self.state.offers.append(Offer(rank=(float(trial.round_.index),), line=line))
-        self.state.offers.sort()
+        self.state.offers.append(line)
+        self.state.offers.sort(key=lambda offer: offer.root or 0)  # earliest root first
 
     async def _try(self, delta: ConfigDelta) -> Trial | None:
         """Measure one candidate and let the policy judge it; None when it was closed without measuring."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.domain import SLO, Job, Objective, Round, RoundResult, Scenario, SLOCheck, completion_hours
+from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck, completion_hours
 from service.engine.budget import Budget
 from service.engine.launch import LaunchCommand, render_launch
 from service.engine.report import TuningReport
 from service.engine.state import EngineState, SkippedStep
-from service.engine.summary import FinalParts, summarise
+from service.engine.summary import FinalParts, on_path, summarise
 
 
 @dataclass
@@ -55,11 +55,6 @@ def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budge
                          skipped=list(state.skipped), budget=budget, slo_checks=checks, report=report,
                          launch_commands=workers, router_command=router, artifacts=artifacts,
                          accepted=list(state.kept), launch_refused=refused)
-
-
-def on_path(job: Job, state: EngineState) -> list[Round]:
-    """The rounds whose deltas the final deployment carries, in order (the baseline round first)."""
-    return [job.rounds[i] for i in state.path if i < len(job.rounds)]
 
 
 def objective_met(objective: Objective, slo: SLO, results: list[RoundResult]) -> bool:

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Callable
 
 from service.domain import RoundResult
+from service.engine.beam import describe_path
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportRound, TuningReport
 from service.engine.slo import UNITS
@@ -93,12 +94,7 @@ def _path_lines(report: TuningReport) -> list[str]:
     """Which rounds built the final deployment, and the branches the search walked besides the main line."""
     if not report.path:
         return []
-    by_index = {r.index: r for r in report.rounds}
-    steps = []
-    for i in report.path:
-        delta = by_index[i].delta if i in by_index else None
-        steps.append(f"round {i} ({delta.summary if delta is not None else 'starting point'})")
-    lines = ["Reached by: " + " -> ".join(steps) + "."]
+    lines = [f"Reached by: {describe_path(report.rounds, report.path)}."]
     if report.branches:
         lines.append("Branches walked besides the main line: " + ", ".join(f"from round {i}" for i in report.branches)
                      + ".")

@@ -12,7 +12,7 @@ round pointing at it (`retry_of`).
 from __future__ import annotations
 
 from service.domain import Round, RoundState, Scenario, Verdict
-from service.engine.beam import Line, Offer, branch_line, worth_a_branch
+from service.engine.beam import Line, branch_line, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta
 from service.engine.state import BASELINE_KEY, EngineState, fingerprint, round_key
@@ -23,7 +23,7 @@ def resume_state(initial: Scenario, history: list[Round], budget: Budget) -> Eng
     state = EngineState(accepted=initial)
     rounds = sorted(history, key=lambda r: r.index)
     lines: dict[int | None, Line] = {None: state.snapshot()}
-    offers: dict[int, Offer] = {}
+    offers: dict[int, Line] = {}
     for round_ in rounds:
         key = round_key(round_)
         if round_.state in (RoundState.INTERRUPTED, RoundState.PENDING, RoundState.RUNNING):
@@ -32,7 +32,7 @@ def resume_state(initial: Scenario, history: list[Round], budget: Budget) -> Eng
         if round_.line is not None and round_.line not in lines:
             if round_.line not in offers:
                 continue  # a branch whose root is not on record: nothing to build it on
-            lines[round_.line] = offers.pop(round_.line).line
+            lines[round_.line] = offers.pop(round_.line)
             state.walked.append(round_.line)
         line = lines[round_.line]
         base = _base(state, line, round_)
@@ -54,12 +54,12 @@ def resume_state(initial: Scenario, history: list[Round], budget: Budget) -> Eng
             state.lineage[round_.index] = _path_to(state, line, round_)
         state.interrupted.pop(key, None)
         _replay_decision(state, line, round_, candidate)
-        offer = _offer(rounds, state, line, round_, candidate, initial)
+        offer = _offer(rounds, state, line, round_, candidate)
         if offer is not None:
             offers[round_.index] = offer
     current = lines[state.walked[-1]] if state.walked else lines[None]
     state.ends = [lines[root] for root in [None, *state.walked] if lines[root] is not current]
-    state.offers = sorted(offer for root, offer in offers.items() if root not in lines)
+    state.offers = [offers[root] for root in sorted(offers) if root not in lines]
     state.switch(current)
     return state
 
@@ -89,14 +89,13 @@ def _candidate(accepted: Scenario, round_: Round) -> Scenario | None:
         return None
 
 
-def _offer(rounds: list[Round], state: EngineState, line: Line, round_: Round, candidate: Scenario | None,
-           initial: Scenario) -> Offer | None:
+def _offer(rounds: list[Round], state: EngineState, line: Line, round_: Round,
+           candidate: Scenario | None) -> Line | None:
     decision = round_.decision
     if not worth_a_branch(decision) or not round_.results or candidate is None or round_.delta is None:
         return None
-    branch = branch_line(rounds, round_, candidate, state.lineage.get(round_.index, list(line.path)),
-                         line.inherited, line.ran)
-    return Offer(rank=(float(round_.index),), line=branch)
+    return branch_line(rounds, round_, candidate, state.lineage.get(round_.index, list(line.path)),
+                       line.inherited, line.ran)
 
 
 def _replay_decision(state: EngineState, line: Line, round_: Round, candidate: Scenario | None) -> None:

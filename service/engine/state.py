@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from service.domain import Round, RoundResult, Scenario
-from service.engine.beam import Line, Offer
+from service.engine.beam import Line
 from service.engine.delta import delta_key
 
 BASELINE_KEY = "technique:baseline"
@@ -55,8 +55,8 @@ class EngineState:
     path: list[int] = field(default_factory=list)
     inherited: set[str] = field(default_factory=set)
     ran: list[str] = field(default_factory=list)
-    # Branches not yet walked (best first), lines already walked, and the roots of every branch walked.
-    offers: list[Offer] = field(default_factory=list)
+    # Branches not yet walked (earliest root first), lines already walked, and the roots of every branch walked.
+    offers: list[Line] = field(default_factory=list)
     ends: list[Line] = field(default_factory=list)
     walked: list[int] = field(default_factory=list)
     # Each measured round's path: the rounds whose kept deltas built the deployment it changed.

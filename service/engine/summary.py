@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.domain import Job, JobState, RoundResult, Scenario, SLOCheck
+from service.domain import Job, JobState, Round, RoundResult, Scenario, SLOCheck
 from service.engine.budget import Budget
 from service.engine.ending import capacity_needed
 from service.engine.launch import LaunchCommand
@@ -63,20 +63,22 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
                          "see the rounds for the figure closest to it.")
     elif job.state is JobState.SUCCEEDED and checks:
         lines.append("The final deployment meets every SLO target.")
-    for index in state.path:  # the rounds whose deltas the final deployment carries
-        delta = job.rounds[index].delta if index < len(job.rounds) else None
-        if delta is None:
-            continue
-        round_ = job.rounds[index]
-        if delta.quality_check:
+    for round_ in on_path(job, state):
+        delta = round_.delta
+        if delta is not None and delta.quality_check:
             lines.append(f"Round {round_.index} ({delta.summary}): {delta.quality_check.rstrip('.')}.")
     if final.launch_refused and state.baseline_measured:
         lines.append("The flag catalogue refused the final launch commands: " + "; ".join(final.launch_refused))
     return lines
 
 
+def on_path(job: Job, state: EngineState) -> list[Round]:
+    """The rounds whose deltas the final deployment carries, in order (the baseline round first)."""
+    return [job.rounds[i] for i in state.path if i < len(job.rounds)]
+
+
 def _figure(value: float | None, name: str) -> str:
     return "unmeasured" if value is None else f"{value:.4g}{UNITS.get(name, '')}"
 
 
-__all__ = ["FinalParts", "summarise"]
+__all__ = ["FinalParts", "on_path", "summarise"]
