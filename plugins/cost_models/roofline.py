@@ -22,11 +22,13 @@ HBM_EFFICIENCY = 0.80
 # (the casebook's threshold batch size: dense BF16 TFLOP/s over HBM TB/s, 206 on H200 and 295 on H100) stays
 # exactly where the casebook's calculation puts it.
 DECODE_MATH_EFFICIENCY = HBM_EFFICIENCY
-# Prefill GEMMs reach 60% of peak on large chunks (casebook case 2's break-even uses "60% effective") ...
+# Prefill reaches 60% of peak (casebook case 2's break-even uses "60% effective"; a Qwen3.6-27B-shaped
+# decoder measured on one H200 runs its extend passes at 56-60% of dense BF16 peak from 512 to 8192 tokens,
+# tests/data/h200/). The rate does not fall on smaller chunks: the same run's gate/up GEMM reaches its
+# large-batch rate by 256 tokens, and below that the step is bound by reading the weights, which the roofline's
+# max(bytes, FLOPs) already prices. Smaller chunks cost more through what each chunk repeats: the weight read
+# when it is not hidden, the prefix's KV, the per-batch overhead.
 PREFILL_MATH_EFFICIENCY = 0.60
-# ... and lose efficiency on small ones: eff(n) = 0.60 * n / (n + 768). Chunks of 4096 run at 84% of the
-# large-chunk rate and 2048 at 73%, which is why the casebook's chunk 2048 costs more throughput than 4096.
-PREFILL_HALF_EFFICIENCY_TOKENS = 768
 # Achieved fraction of one direction of NVLink (datasheet figures are bidirectional) for NCCL/custom all-reduce.
 LINK_EFFICIENCY = 0.80
 # One-shot custom all-reduce latency inside a node: a base plus a step per peer (SGLang custom_all_reduce.cu).
@@ -145,16 +147,19 @@ class RooflineStep(StepCostModel):
     # -- steps -------------------------------------------------------------------------------------------------
 
     def pass_physical(self, tokens: int, attention_pairs: float, kv_reads: list[tuple[int, int]],
-                      math_efficiency: float, prefill: bool = False) -> float:
+                      math_efficiency: float, prefill: bool = False, logit_tokens: int | None = None) -> float:
         """Unscaled seconds of one forward pass over `tokens` tokens of one attention-DP rank.
 
         `attention_pairs` sums, over query tokens, the context each attends to; `kv_reads` lists
-        (context tokens, requests) whose KV the pass streams from HBM.
+        (context tokens, requests) whose KV the pass streams from HBM; `logit_tokens` (every token when None)
+        are the tokens the LM head runs on.
         """
         s = self.shape
         nbytes = s.weight_bytes_read(tokens * s.attention_dp)
         nbytes += sum(s.kv_bytes_read(context, requests) for context, requests in kv_reads)
         flops = s.linear_flops(tokens) + s.attention_flops(attention_pairs)
+        if logit_tokens is not None and logit_tokens < tokens:
+            flops -= s.lm_head_flops(tokens - logit_tokens)
         gpu = max(nbytes / self.hbm_bytes_per_second, flops / (self.peak_flops * math_efficiency))
         step = gpu + self.collective_seconds(tokens, prefill)
         return self.overlap_alltoall(step, self.moe_alltoall_seconds(tokens, prefill))
@@ -183,9 +188,11 @@ class RooflineStep(StepCostModel):
         # Causal attention: each new token attends to the cached prefix and to the new tokens before it.
         pairs = r * (per_new * per_cached + per_new * (per_new + 1) / 2) + decode_context
         tokens = n + decode_batch
-        efficiency = PREFILL_MATH_EFFICIENCY * tokens / (tokens + PREFILL_HALF_EFFICIENCY_TOKENS)
         reads = [(cached + n, r), (decode_context, decode_batch)]
-        return PREFILL_OVERHEAD_SECONDS + self.pass_physical(tokens, pairs, reads, efficiency, prefill=True)
+        # An extend batch computes logits only for each request's last token (SGLang's LogitsProcessor
+        # prunes to the last positions unless logprobs of the prompt are asked for).
+        return PREFILL_OVERHEAD_SECONDS + self.pass_physical(tokens, pairs, reads, PREFILL_MATH_EFFICIENCY,
+                                                             prefill=True, logit_tokens=r + decode_batch)
 
     def prefill_seconds(self, new_tokens: int, cached_tokens: int, requests: int) -> float:
         return self.prefill_physical(new_tokens, cached_tokens, requests) * self.clock

@@ -147,6 +147,11 @@ class StepShape:
         p = self.params
         return 2.0 * tokens * (p.attention / self.attention_tp + (p.dense + p.experts_active) / self.tp)
 
+    def lm_head_flops(self, tokens: int) -> float:
+        """FLOPs per GPU of the LM head (vocabulary-parallel over the TP group) for `tokens` tokens."""
+        m = self.model
+        return min(2.0 * tokens * m.vocab_size * m.hidden_size / self.tp, self.linear_flops(tokens))
+
     def attention_flops(self, query_context_pairs: float) -> float:
         """Score and value FLOPs per GPU for the given sum over queries of the context each attends to."""
         m = self.model
