@@ -127,10 +127,33 @@ class RooflineStep(StepCostModel):
         s = self.shape
         if s.a2a_backend is None:
             return 0.0
-        nodes = -(-s.ep // max(self.hardware.gpus_per_node, 1))
-        nbytes = s.alltoall_node_bytes(tokens, nodes) if prefill else s.alltoall_bytes(tokens)
-        per_layer = ALLTOALL_BASE_SECONDS + self.link_latency(s.ep) + nbytes / self.link_bytes_per_second(s.ep)
-        return per_layer * s.moe_layers
+        per_node = max(self.hardware.gpus_per_node, 1)
+        nodes = -(-s.ep // per_node)
+        if prefill:
+            nbytes = s.alltoall_node_bytes(tokens, nodes)
+            per_layer = ALLTOALL_BASE_SECONDS + self.link_latency(s.ep) + nbytes / self.link_bytes_per_second(s.ep)
+            return per_layer * s.moe_layers
+        return self.low_latency_alltoall_seconds(tokens, per_node) * s.moe_layers
+
+    def low_latency_alltoall_seconds(self, tokens: int, per_node: int) -> float:
+        """One MoE layer's DeepEP low-latency dispatch + combine for `tokens` tokens of one attention-DP rank.
+
+        Every (token, expert) pair is written straight into its expert's rank, all peers at once (one QP per
+        local expert), so the latency does not grow with the number of peers; only the pairs whose expert
+        sits on another node cross the NIC, and the NVLink share runs beside them. Against DeepEP's published
+        low-latency table (docs/legacy.md: H800, CX7 400 Gb/s, 128 tokens, hidden 7168, top-8) this gives
+        303, 441, 510, 544 and 561 us at EP16 to EP256 against the published 313, 428, 487, 561 and 554.
+        """
+        s = self.shape
+        pairs = s.alltoall_bytes(tokens) * s.ep / max(s.ep - 1, 1)  # every pair, the rank's own included
+        off_node = max(s.ep - per_node, 0) / s.ep
+        on_node = (min(per_node, s.ep) - 1) / s.ep
+        seconds = pairs * on_node / self.link_bytes_per_second(min(per_node, s.ep))
+        latency = ALLTOALL_BASE_SECONDS + ALLREDUCE_BASE_SECONDS
+        if off_node:
+            seconds = max(seconds, pairs * off_node / self.link_bytes_per_second(s.ep))
+            latency += INTERNODE_LATENCY_SECONDS
+        return latency + seconds
 
     def overlap_alltoall(self, step: float, alltoall: float) -> float:
         """A step under `--enable-two-batch-overlap`: one micro-batch's all-to-all runs under the other's math.

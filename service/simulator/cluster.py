@@ -143,7 +143,8 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
             step_factor=balance.step_factor(cost.includes_expert_skew()) if balance else 1.0,
             mask_seconds=MASK_SECONDS.get(backend, 0.0) if backend else 0.0,
             host_link_bytes_per_s=_host_link(hardware),
-            prefill_decode_interval=_int_flag(server, "--prefill-decode-interval"))
+            prefill_decode_interval=_int_flag(server, "--prefill-decode-interval"),
+            fallback_step_factor=balance.step_factor(False) if balance else None)
         workers.append(Worker(setup, cache, recorder, rng, on_finish))
     return workers
 

@@ -46,6 +46,9 @@ class WorkerSetup:
     mask_seconds: float
     host_link_bytes_per_s: float
     prefill_decode_interval: int
+    # The factor for a step the cost model answered analytically (its fallback): a fallback step carries no
+    # measured routing skew, so it takes the whole imbalance, not the part relative to the measured rows.
+    fallback_step_factor: float | None = None
 
 
 class Worker:
@@ -111,6 +114,7 @@ class Worker:
     def start_step(self, now: float) -> float | None:
         """Choose the next batch; returns its duration, or None when there is nothing to run."""
         batch: list[tuple[SimRequest, int]] = []
+        fallbacks = self.setup.cost.fallback_steps()
         if self.defer_left and self.running.size:
             self.defer_left -= 1
         else:
@@ -127,7 +131,10 @@ class Worker:
         else:
             self.plan = None
             return None
-        seconds = seconds * self.setup.step_factor + self._host_copy_seconds()
+        factor = self.setup.step_factor
+        if self.setup.fallback_step_factor is not None and self.setup.cost.fallback_steps() > fallbacks:
+            factor = self.setup.fallback_step_factor
+        seconds = seconds * factor + self._host_copy_seconds()
         self.busy = True
         self.steps += 1
         return max(seconds, 1e-6)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec
 import pytest
 
 from plugins.cost_models.aic_engines import weight_matched_ep
@@ -98,3 +99,21 @@ def test_deepep_servers_price_routed_experts_on_deepgemm_rows(flash) -> None:
     assert "DeepGEMM" in deepep.describe()
     bf16 = ServerConfig(**{**EP32, "quantization": None}, moe_a2a_backend="deepep")
     assert AiconfiguratorCostModel().bind(flash, FOUR_NODES, bf16).expert_swap is None
+
+
+# DeepEP's published low-latency kernels (github.com/deepseek-ai/DeepEP docs/legacy.md, "Low-latency kernels
+# with pure RDMA": H800, CX7 400 Gb/s, 128 tokens per batch, hidden 7168, top-8, FP8 dispatch, BF16 combine):
+# dispatch + combine latency in us per EP size.
+DEEPEP_LOW_LATENCY_US = {16: 118 + 195, 32: 155 + 273, 64: 173 + 314, 128: 192 + 369, 256: 194 + 360}
+
+
+@pytest.mark.parametrize(("ep", "published_us"), sorted(DEEPEP_LOW_LATENCY_US.items()))
+def test_decode_alltoall_matches_deepeps_published_low_latency_kernels(flash, ep: int, published_us: int) -> None:
+    # DeepSeek-V3's routed-expert shape on V4-Flash's 256 experts: the published benchmark's traffic.
+    v3 = msgspec.structs.replace(flash, hidden_size=7168, experts_per_token=8, moe_intermediate_size=2048)
+    hardware = Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=ep // 8, interconnect_gbps=50.0)
+    step = RooflineCostModel().bind(v3, hardware, ServerConfig(tp_size=ep, ep_size=ep, attention_dp_size=ep,
+                                                               moe_a2a_backend="deepep"))
+    per_layer = step.moe_alltoall_seconds(128, prefill=False) / step.shape.moe_layers
+    assert per_layer * 1e6 == pytest.approx(published_us, rel=0.10)
+
