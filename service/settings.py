@@ -60,7 +60,11 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             `emulator` (`python -m service.emulator`, the GPU-free stand-in that takes the same argv),
             or `auto` (sglang when it is importable, else the emulator).
         engine_command: Overrides the command that replaces `python -m sglang.launch_server` (argv list).
-        router_command: Overrides the command that replaces `python -m sglang_router.launch_router`.
+        router_command: Overrides the command that replaces `python -m sglang_router.launch_router` (or
+            `python -m smg.launch_router` for a deployment whose router package is `smg`).
+        smg_python: Interpreter with the `smg` package, for a deployment whose router package is `smg`
+            (default: `smg/bin/python` inside this interpreter's virtualenv, where `make install-test` puts
+            it, else `python` when it can import `smg`).
         bench: `builtin` (the project's bench_serving-compatible load generator) or `sglang` (run
             `python -m sglang.bench_serving` itself; needs sglang installed).
         python: Interpreter for the default engine and router commands.
@@ -87,6 +91,7 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     engine: Engine = "auto"
     engine_command: list[str] | None = None
     router_command: list[str] | None = None
+    smg_python: str = ""
     bench: Bench = "builtin"
     python: str = sys.executable
     deadlines: PhaseDeadlines = PhaseDeadlines()

@@ -16,7 +16,10 @@ from service.domain.hardware import Hardware
 
 FlagValue = str | int | float | bool | list[str]
 Role = Literal["unified", "prefill", "decode"]
-RouterPolicy = Literal["cache_aware", "round_robin", "random", "power_of_two"]
+# Every policy the tuner can simulate; a router package may lack some (prefix_hash and least_load are smg's).
+RouterPolicy = Literal["cache_aware", "round_robin", "random", "power_of_two", "prefix_hash", "least_load"]
+# The router a deployment launches: the frozen `sglang-router` or its successor SMG (sgl-model-gateway).
+RouterPackage = Literal["sglang-router", "smg"]
 
 
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="kebab"):
@@ -91,7 +94,12 @@ class WorkerGroup(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class RouterConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`sglang_router.launch_router` settings."""
+    """Router settings: `python -m sglang_router.launch_router` (sglang-router) or `python -m smg.launch_router`.
+
+    `package` names the router the deployment targets and `version` one of its shipped flag catalogues
+    (unset: the newest shipped one, sglang-router 0.3.2 or smg 1.13.0); flags and policies are checked
+    against it.
+    """
 
     policy: RouterPolicy = "cache_aware"
     host: str = "127.0.0.1"
@@ -103,6 +111,8 @@ class RouterConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     balance_rel_threshold: float | None = None
     prometheus_port: int | None = None
     extra: dict[str, FlagValue] = msgspec.field(default_factory=dict)
+    package: RouterPackage = "sglang-router"
+    version: str | None = None
 
 
 class Deployment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -95,7 +95,8 @@ def _router_command(router: RouterConfig | None, workers: list[PlacedWorker]) ->
     if router is None:
         return None
     leaders = [w for w in workers if w.node_rank == 0]
-    argv = ["python", "-m", "sglang_router.launch_router"]
+    module = "smg.launch_router" if router.package == "smg" else "sglang_router.launch_router"
+    argv = ["python", "-m", module]
     if any(w.role != "unified" for w in leaders):
         argv.append("--pd-disaggregation")
         for w in leaders:

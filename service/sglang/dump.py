@@ -31,6 +31,7 @@ _ACTIONS: dict[str, FlagAction] = {
     "DeprecatedStoreConstAction": "store_const",
     "BooleanOptionalAction": "boolean_optional",
     "_AppendAction": "append",
+    "_ExtendAction": "append",
     "DeprecatedAction": "retired",
 }
 _SKIPPED_ACTIONS = frozenset({"_HelpAction", "_VersionAction"})
@@ -46,6 +47,7 @@ _TYPES: dict[str, FlagType] = {
     "json_list_type": "json",
     "parse_cuda_graph_config_arg": "json",
     "parse_cuda_graph_backend_arg": "str",
+    "_non_negative_int": "int",  # smg's unsigned settings
 }
 
 _DEPRECATED_HELP = re.compile(r"^\W*(note:\s*\S+\s+is\s+)?deprecated", re.IGNORECASE)
@@ -89,10 +91,15 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def catalogue_from_dump(entries: list[dict[str, Any]], package: Package, version: str, source: str) -> FlagCatalogue:
-    """Build the catalogue of one version from its argparse dump (help and version actions are skipped)."""
+def catalogue_from_dump(entries: list[dict[str, Any]], package: Package, version: str, source: str,
+                        metrics: list[str] | None = None) -> FlagCatalogue:
+    """Build the catalogue of one version from its argparse dump (help and version actions are skipped).
+
+    `metrics` are the Prometheus metric names the version exports, when they are known (routers).
+    """
     flags = [spec for entry in entries if (spec := flag_from_entry(entry)) is not None]
-    return FlagCatalogue(package=package, version=version, source=source, flags=flags)
+    return FlagCatalogue(package=package, version=version, source=source, flags=flags,
+                         metrics=sorted(set(metrics or [])))
 
 
 def flag_from_entry(entry: dict[str, Any]) -> FlagSpec | None:
@@ -159,8 +166,11 @@ def _trim_help(text: Any) -> str:
 
 
 def encode_catalogue(catalogue: FlagCatalogue) -> bytes:
-    """Compact JSON with one flag per line, so a regenerated catalogue diffs readably."""
+    """Compact JSON with one flag (and one metric name) per line, so a regenerated catalogue diffs readably."""
     head = msgspec.json.encode({"package": catalogue.package, "version": catalogue.version,
                                 "source": catalogue.source})
     lines = [msgspec.json.encode(spec) for spec in catalogue.flags]
-    return head[:-1] + b',"flags":[\n' + b",\n".join(lines) + b"\n]}\n"
+    body = head[:-1] + b',"flags":[\n' + b",\n".join(lines) + b"\n]"
+    if catalogue.metrics:
+        body += b',"metrics":[\n' + b",\n".join(msgspec.json.encode(name) for name in catalogue.metrics) + b"\n]"
+    return body + b"}\n"

@@ -17,7 +17,10 @@ import msgspec
 
 SGLANG: Final = "sglang"
 ROUTER: Final = "sglang-router"
-Package = Literal["sglang", "sglang-router"]
+SMG: Final = "smg"
+Package = Literal["sglang", "sglang-router", "smg"]
+RouterPackage = Literal["sglang-router", "smg"]
+ROUTER_PACKAGES: Final[tuple[RouterPackage, ...]] = ("sglang-router", "smg")
 
 FlagType = Literal["int", "float", "str", "bool", "human_readable_int", "json"]
 FlagAction = Literal["store", "store_true", "store_false", "store_const", "boolean_optional", "append", "retired"]
@@ -81,6 +84,7 @@ class FlagCatalogue(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     version: str
     source: str
     flags: list[FlagSpec]
+    metrics: list[str] = msgspec.field(default_factory=list)
 
     @functools.cached_property
     def _by_spelling(self) -> dict[str, FlagSpec]:
@@ -100,6 +104,12 @@ class FlagCatalogue(msgspec.Struct, frozen=True, kw_only=True, dict=True):
 
     def __contains__(self, spelling: object) -> bool:
         return isinstance(spelling, str) and spelling in self._by_spelling
+
+    @property
+    def policies(self) -> list[str]:
+        """The routing policies `--policy` accepts (a router catalogue; empty for SGLang's)."""
+        spec = self.get("--policy")
+        return [str(choice) for choice in spec.choices or []] if spec is not None and self.package != SGLANG else []
 
     def spellings(self) -> list[str]:
         """Every accepted full spelling, sorted."""
@@ -164,9 +174,18 @@ def load_catalogue(version: str, package: Package = SGLANG) -> FlagCatalogue:
     return msgspec.json.decode(data, type=FlagCatalogue)
 
 
-def router_catalogue() -> FlagCatalogue:
-    """The newest shipped `sglang_router.launch_router` catalogue."""
-    return load_catalogue(catalogue_versions(ROUTER)[-1], ROUTER)
+def router_catalogue(package: RouterPackage = ROUTER, version: str | None = None) -> FlagCatalogue:
+    """A router's catalogue: `package` at `version`, by default its newest shipped one.
+
+    Raises:
+        UnknownVersionError: No catalogue ships for that package and version.
+    """
+    if version is None:
+        shipped = catalogue_versions(package)
+        if not shipped:
+            raise UnknownVersionError(f"no flag catalogue for {package}")
+        version = shipped[-1]
+    return load_catalogue(version, package)
 
 
 def versions_with(spelling: str, package: Package = SGLANG) -> list[str]:

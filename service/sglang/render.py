@@ -13,13 +13,14 @@ import msgspec
 
 from service.domain import Deployment, Hardware, PlacedWorker, RouterConfig, Scenario, place_workers
 from service.domain.deployment import Role
-from service.sglang.flags import ROUTER, FlagCatalogue, load_catalogue, router_catalogue
+from service.sglang.flags import FlagCatalogue, RouterPackage, load_catalogue, router_catalogue
+from service.sglang.router import ROUTER_MODULES
 from service.sglang.spelling import typed_flags
 from service.sglang.validate import validate_argv, validate_deployment
 from service.sglang.values import ValidationIssue, errors, flag_tokens, format_value
 
 SERVER_MODULE = "sglang.launch_server"
-ROUTER_MODULE = "sglang_router.launch_router"
+ROUTER_MODULE = ROUTER_MODULES["sglang-router"]
 _WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
 
@@ -38,12 +39,14 @@ class RenderedWorker(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RenderedRouter(msgspec.Struct, frozen=True, kw_only=True):
-    """The `python -m sglang_router.launch_router` process in front of the workers."""
+    """The router process in front of the workers (`python -m sglang_router.launch_router` or `smg.launch_router`)."""
 
     host: str
     port: int
     url: str
     argv: list[str]
+    package: RouterPackage = "sglang-router"
+    version: str = ""
 
 
 class RenderedLaunch(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,8 +99,9 @@ def render_launch(deployment: Deployment, hardware: Hardware, *, model: str, sgl
         router = _render_router(deployment.router, workers, hardware, python)
     final = [issue for worker in workers
              for issue in validate_argv(worker.argv, sglang_version=sglang_version, allow=allow)]
-    if router is not None:
-        final += validate_argv(router.argv, package=ROUTER, allow=allow)
+    if router is not None and deployment.router is not None:
+        final += validate_argv(router.argv, package=deployment.router.package, router_version=router.version,
+                               allow=allow)
     if errors(final):
         raise RenderRefused(final)
     return RenderedLaunch(sglang_version=sglang_version, workers=workers, router=router, warnings=issues)
@@ -131,7 +135,8 @@ def _render_router(router: RouterConfig, workers: list[RenderedWorker], hardware
                    python: str) -> RenderedRouter:
     # Only rank 0 of a multi-node server runs the HTTP server the router talks to.
     heads = [worker for worker in workers if worker.node_rank == 0]
-    argv = [python, "-m", ROUTER_MODULE, "--host", router.host, "--port", str(router.port)]
+    catalogue = router_catalogue(router.package, router.version)  # validation has refused an unknown version
+    argv = [python, "-m", ROUTER_MODULES[router.package], "--host", router.host, "--port", str(router.port)]
     if any(worker.role != "unified" for worker in heads):
         argv.append("--pd-disaggregation")
         for worker in heads:
@@ -151,13 +156,13 @@ def _render_router(router: RouterConfig, workers: list[RenderedWorker], hardware
                         ("--prometheus-port", router.prometheus_port)):
         if value is not None:
             argv += [flag, format_value(value)]
-    catalogue = router_catalogue()
     for spelling, setting in router.extra.items():
         spec = catalogue.get(spelling)
         if spec is not None:
             argv += flag_tokens(spec, spelling, setting)
     host = hardware.host(0) if router.host in _WILDCARD_HOSTS else router.host
-    return RenderedRouter(host=router.host, port=router.port, url=f"http://{host}:{router.port}", argv=argv)
+    return RenderedRouter(host=router.host, port=router.port, url=f"http://{host}:{router.port}", argv=argv,
+                          package=router.package, version=catalogue.version)
 
 
 def _bootstrap_port(worker: RenderedWorker) -> str | None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from service.sglang.flags import ROUTER, SGLANG, FlagSpec, Package
+from service.sglang.flags import ROUTER, SGLANG, SMG, FlagSpec, Package
 
 DangerKind = Literal["runs_code", "reads_files", "writes_files", "network", "unreviewed"]
 
@@ -137,6 +137,39 @@ DANGEROUS_FLAGS: dict[Package, dict[str, Danger]] = {
         "--jwt-jwks-uri": _danger("network", "fetches signing keys from any URL"),
         "--service-discovery": _danger("network", "watches the Kubernetes API for workers"),
     },
+    SMG: {
+        "--mcp-config-path": _danger("reads_files", "reads an MCP configuration and connects to its servers"),
+        "--chat-template": _danger("reads_files", "reads a template file from any path"),
+        "--tls-cert-path": _danger("reads_files", "reads a certificate from any path"),
+        "--tls-key-path": _danger("reads_files", "reads a private key from any path"),
+        "--client-cert-path": _danger("reads_files", "reads a certificate from any path"),
+        "--client-key-path": _danger("reads_files", "reads a private key from any path"),
+        "--ca-cert-paths": _danger("reads_files", "reads certificates from any path"),
+        "--mesh-tls-ca-cert": _danger("reads_files", "reads a certificate from any path"),
+        "--mesh-tls-cert": _danger("reads_files", "reads a certificate from any path"),
+        "--mesh-tls-key": _danger("reads_files", "reads a private key from any path"),
+        "--oracle-wallet-path": _danger("reads_files", "reads a wallet from any path"),
+        "--discovery-file": _danger("reads_files", "reads the worker list from a file at any path"),
+        "--schema-config": _danger("reads_files", "reads a YAML file from any path and may migrate the database"),
+        "--priority-scheduler-config": _danger("reads_files", "reads a YAML file from any path"),
+        "--tenant-rate-limit-config": _danger("reads_files", "reads a YAML file from any path"),
+        "--enable-wasm": _danger("runs_code", "loads WebAssembly modules"),
+        "--storage-hook-wasm-path": _danger("runs_code", "runs a WebAssembly component from any path"),
+        "--enable-rl": _danger("network", "lets clients fan engine control calls (weight updates) out to workers"),
+        "--log-dir": _danger("writes_files", "writes log files to any folder"),
+        "--jemalloc-prof-dir": _danger("writes_files", "writes heap profiles to any folder"),
+        "--postgres-db-url": _danger("network", "connects to a database"),
+        "--redis-url": _danger("network", "connects to a database"),
+        "--oracle-connect-descriptor": _danger("network", "connects to a database"),
+        "--oracle-tns-alias": _danger("network", "connects to a database"),
+        "--otlp-traces-endpoint": _danger("network", "sends traces to any endpoint"),
+        "--jwt-issuer": _danger("network", "fetches OIDC discovery documents"),
+        "--jwt-jwks-uri": _danger("network", "fetches signing keys from any URL"),
+        "--service-discovery": _danger("network", "watches the Kubernetes API for workers"),
+        "--enable-mesh": _danger("network", "listens for and joins other routers' mesh"),
+        "--mesh-peer-urls": _danger("network", "connects to mesh peers at any address"),
+        "--mm-allow-private-media-hosts": _danger("network", "fetches client-named media from private addresses"),
+    },
 }
 
 # Values that change what an otherwise harmless flag does (allow them as "--flag=value").
@@ -152,6 +185,15 @@ DANGEROUS_VALUES: dict[Package, dict[tuple[str, str], Danger]] = {
         ("--history-backend", "oracle"): _danger("network", "stores history in an external database"),
         ("--history-backend", "postgres"): _danger("network", "stores history in an external database"),
         ("--history-backend", "redis"): _danger("network", "stores history in an external database"),
+    },
+    SMG: {
+        ("--backend", "openai"): _danger("network", "forwards requests to an external OpenAI endpoint"),
+        ("--backend", "anthropic"): _danger("network", "forwards requests to an external Anthropic endpoint"),
+        ("--history-backend", "oracle"): _danger("network", "stores history in an external database"),
+        ("--history-backend", "postgres"): _danger("network", "stores history in an external database"),
+        ("--history-backend", "redis"): _danger("network", "stores history in an external database"),
+        ("--discovery-provider", "kubernetes"): _danger("network", "watches the Kubernetes API for workers"),
+        ("--discovery-provider", "file"): _danger("reads_files", "reads the worker list from a file"),
     },
 }
 
@@ -170,6 +212,11 @@ REVIEWED_SAFE: dict[Package, frozenset[str]] = {
     }),
     ROUTER: frozenset({
         "--worker-urls", "--prefill", "--decode", "--health-check-endpoint", "--model-path", "--tokenizer-path",
+    }),
+    SMG: frozenset({
+        "--worker-urls", "--prefill", "--decode", "--encode", "--health-check-endpoint", "--model-path",
+        "--tokenizer-path", "--sse-keepalive-secs", "--mm-allowed-media-domains", "--storage-context-headers",
+        "--priority-scheduler-default-max-class", "--zmq-engine-count",
     }),
 }
 

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from service.domain import Deployment, FlagValue, Hardware, Scenario, ServerConfig, place_workers
+from service.domain import Deployment, FlagValue, Hardware, RouterConfig, Scenario, ServerConfig, place_workers
 from service.sglang.flags import (
-    ROUTER,
+    ROUTER_PACKAGES,
     SGLANG,
     FlagCatalogue,
     FlagSpec,
     Package,
     UnknownVersionError,
     load_catalogue,
+    router_catalogue,
 )
-from service.sglang.flags import router_catalogue as _router_catalogue
+from service.sglang.router import (
+    ROUTER_MODULES,
+    ROUTER_RENDERED,
+    check_router_policies,
+    hint_other_router,
+    router_target,
+)
 from service.sglang.spelling import RENDERER_FLAGS, field_key, owning_field, typed_flags
 from service.sglang.topology import (
     check_groups,
@@ -28,11 +35,6 @@ from service.sglang.topology import (
     group_field,
 )
 from service.sglang.values import ValidationIssue, check_flag, check_value, errors, resolve_flag
-
-# Router flags the renderer derives from the deployment.
-ROUTER_RENDERED = frozenset({"--host", "--port", "--worker-urls", "--policy", "--prefill-policy", "--decode-policy",
-                             "--pd-disaggregation", "--prefill", "--decode", "--cache-threshold",
-                             "--balance-abs-threshold", "--balance-rel-threshold", "--prometheus-port"})
 
 
 def catalogue_or_issue(version: str, package: Package = SGLANG) -> tuple[FlagCatalogue | None, list[ValidationIssue]]:
@@ -69,11 +71,21 @@ def validate_deployment(deployment: Deployment, hardware: Hardware, *, sglang_ve
         for index, group in enumerate(deployment.groups):
             issues += check_server_flags(index, group.server, catalogue, model=model, allow=allow)
     if deployment.router is not None:
-        issues += validate_flags(deployment.router.extra, package=ROUTER, field="deployment.router.extra",
-                                 allow=allow, reserved=ROUTER_RENDERED)
+        issues += check_router(deployment.router, allow)
     if not errors(issues):
         issues += check_placement(place_workers(deployment, hardware), deployment, hardware)
     return issues
+
+
+def check_router(router: RouterConfig, allow: Collection[str]) -> list[ValidationIssue]:
+    """The router's version, policies and `extra` flags, against the catalogue of the router it names."""
+    catalogue, issues = router_target(router)
+    if catalogue is None:
+        return issues
+    issues += check_router_policies(router, catalogue)
+    extra = validate_flags(router.extra, package=catalogue.package, router_version=catalogue.version,
+                           field="deployment.router.extra", allow=allow, reserved=ROUTER_RENDERED)
+    return issues + hint_other_router(extra, catalogue)
 
 
 def check_server_flags(index: int, server: ServerConfig, catalogue: FlagCatalogue, *,
@@ -128,19 +140,20 @@ def _check_extra(index: int, extra: Mapping[str, FlagValue], catalogue: FlagCata
 
 
 def validate_flags(flags: Mapping[str, FlagValue], *, sglang_version: str | None = None, package: Package = SGLANG,
-                   field: str = "flags", allow: Collection[str] = (),
-                   reserved: Collection[str] = ()) -> list[ValidationIssue]:
+                   field: str = "flags", allow: Collection[str] = (), reserved: Collection[str] = (),
+                   router_version: str | None = None) -> list[ValidationIssue]:
     """Check a `{--flag: value}` map (a scenario's `extra`, an API payload) for one version.
 
     Args:
         flags: Flag spellings and values (true/false for switches, lists for multi-value flags).
-        sglang_version: Target SGLang version; ignored for the router (its newest catalogue is used).
-        package: "sglang" or "sglang-router".
+        sglang_version: Target SGLang version; ignored for a router.
+        package: "sglang", "sglang-router" or "smg".
         field: Prefix for issue fields.
         allow: Dangerous flags (or "--flag=value" pairs) the operator has enabled.
         reserved: Flags the caller renders itself and the map may not set.
+        router_version: The router package's version (default: its newest shipped catalogue).
     """
-    catalogue, issues = _catalogue_for(package, sglang_version)
+    catalogue, issues = _catalogue_for(package, sglang_version, router_version)
     if catalogue is None:
         return issues
     for spelling, value in flags.items():
@@ -154,17 +167,18 @@ def validate_flags(flags: Mapping[str, FlagValue], *, sglang_version: str | None
 
 
 def validate_argv(argv: Sequence[str], *, sglang_version: str | None = None, package: Package = SGLANG,
-                  allow: Collection[str] = ()) -> list[ValidationIssue]:
+                  allow: Collection[str] = (), router_version: str | None = None) -> list[ValidationIssue]:
     """Check a launch argv (`python -m sglang.launch_server --flag value ...`) the way argparse reads it.
 
     Only flags in the version's catalogue, spelled in full, with safe values pass; a runner calls this
-    on every argv just before it starts a process.
+    on every argv just before it starts a process. A router's argv (`package` "sglang-router" or "smg")
+    is checked against `router_version` of that package (default: its newest shipped catalogue).
     """
-    catalogue, issues = _catalogue_for(package, sglang_version)
+    catalogue, issues = _catalogue_for(package, sglang_version, router_version)
     if catalogue is None:
         return issues
     tokens = list(argv)
-    module = "sglang_router.launch_router" if package == ROUTER else "sglang.launch_server"
+    module = ROUTER_MODULES[package] if package in ROUTER_MODULES else "sglang.launch_server"
     if len(tokens) >= 3 and tokens[1] == "-m":
         if tokens[2] != module:
             issues.append(ValidationIssue(field="argv[2]", message=f"argv runs {tokens[2]!r}, not {module}",
@@ -210,8 +224,14 @@ def _take_values(tokens: list[str], start: int, spec: FlagSpec | None) -> tuple[
     return (following[0] if following else ""), start + min(len(following), 1)
 
 
-def _catalogue_for(package: Package, sglang_version: str | None) -> tuple[FlagCatalogue | None, list[ValidationIssue]]:
-    """The router's catalogue, or the SGLang version's (with an issue naming an unknown version)."""
-    if package == ROUTER:
-        return _router_catalogue(), []
+def _catalogue_for(package: Package, sglang_version: str | None,
+                   router_version: str | None = None) -> tuple[FlagCatalogue | None, list[ValidationIssue]]:
+    """A router's catalogue, or the SGLang version's (with an issue naming an unknown version)."""
+    for router in ROUTER_PACKAGES:
+        if package == router:
+            try:
+                return router_catalogue(router, router_version), []
+            except UnknownVersionError as exc:
+                return None, [ValidationIssue(field="deployment.router.version", message=str(exc),
+                                              hint="pick a shipped router version, or leave it unset")]
     return catalogue_or_issue(sglang_version or "")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from plugins.runners.local.binds import PROMETHEUS_HOST, metrics_host
 from plugins.runners.local.failures import RoundFailure
 from service import (
-    ROUTER,
     RenderedLaunch,
     RenderRefused,
     RunnerSettings,
@@ -71,8 +72,11 @@ def _refuse(issues: list[ValidationIssue], what: str) -> RoundFailure:
     return RoundFailure("validation", "validate", f"refusing to launch {what}: {detail}")
 
 
-def _checked(argv: list[str], scenario: Scenario, settings: RunnerSettings, *, router: bool, what: str) -> list[str]:
-    issues = (validate_argv(argv, package=ROUTER, allow=settings.allow_flags) if router else
+def _checked(argv: list[str], scenario: Scenario, settings: RunnerSettings, *, what: str,
+             router: RenderedLaunch | None = None) -> list[str]:
+    head = router.router if router is not None else None
+    issues = (validate_argv(argv, package=head.package, router_version=head.version, allow=settings.allow_flags)
+              if head is not None else
               validate_argv(argv, sglang_version=scenario.sglang_version, allow=settings.allow_flags))
     if any(issue.severity == "error" for issue in issues):
         raise _refuse(issues, what)
@@ -111,7 +115,7 @@ def plan_launch(scenario: Scenario, settings: RunnerSettings, *, cost_model: str
     specs = []
     for index, worker in enumerate(rendered.workers):
         name = f"{worker.group}-{worker.replica}" + (f"-rank{worker.node_rank}" if worker.node_rank else "")
-        flags = _checked(worker.argv, scenario, settings, router=False, what=name)
+        flags = _checked(worker.argv, scenario, settings, what=name)
         env = dict(worker.env) | (emulator_env(scenario, settings, cost_model, first=index == 0)
                                   if engine == "emulator" else {})
         url = worker.url if worker.node_rank == 0 else ""  # only rank 0 of a multi-node server serves HTTP
@@ -122,18 +126,48 @@ def plan_launch(scenario: Scenario, settings: RunnerSettings, *, cost_model: str
     return rendered, specs
 
 
+def smg_python(settings: RunnerSettings) -> str | None:
+    """The interpreter that runs `python -m smg.launch_router`, or None when smg is installed nowhere we look.
+
+    sglang-router 0.3.2 installs console scripts named `smg` too, so smg lives in a virtualenv of its own:
+    the settings' `smg_python`, else `smg/bin/python` inside this interpreter's virtualenv (`make
+    install-test`), else this interpreter when it can import smg.
+    """
+    if settings.smg_python:
+        return settings.smg_python
+    nested = Path(sys.prefix) / "smg" / "bin" / "python"
+    if nested.exists():
+        return str(nested)
+    return settings.python if importlib.util.find_spec("smg") is not None else None
+
+
+def _router_head(rendered: RenderedLaunch, settings: RunnerSettings) -> list[str]:
+    router = rendered.router
+    assert router is not None
+    if settings.router_command:
+        return list(settings.router_command)
+    module = router.argv[2]  # the rendered `python -m <module>` of the router package
+    if router.package == "smg":
+        python = smg_python(settings)
+        if python is None:
+            raise RoundFailure("router_missing", "validate", "the deployment's router is smg, which is not "
+                                                             "installed (make install-test puts it in .venv/smg; or "
+                                                             "set the runner setting smg_python)")
+        return [python, "-m", module]
+    if importlib.util.find_spec("sglang_router") is None:
+        raise RoundFailure("router_missing", "validate", "the deployment has a router but sglang-router is not "
+                                                         "installed (pip install sglang-router)")
+    return [settings.python, "-m", module]
+
+
 def _router_spec(rendered: RenderedLaunch, scenario: Scenario, settings: RunnerSettings) -> LaunchSpec:
     router = rendered.router
     assert router is not None
-    if not settings.router_command and importlib.util.find_spec("sglang_router") is None:
-        raise RoundFailure("router_missing", "validate", "the deployment has a router but sglang-router is not "
-                                                         "installed (pip install sglang-router)")
+    head = _router_head(rendered, settings)
     argv = list(router.argv)
     if PROMETHEUS_HOST not in argv:  # the router's own default is every interface
         argv += [PROMETHEUS_HOST, metrics_host(scenario)]
-    flags = _checked(argv, scenario, settings, router=True, what="the router")
-    head = list(settings.router_command) if settings.router_command else [settings.python, "-m",
-                                                                          "sglang_router.launch_router"]
+    flags = _checked(argv, scenario, settings, router=rendered, what="the router")
     return LaunchSpec(name="router", kind="router", argv=head + flags, url=router.url, host=router.host,
                       port=router.port)
 

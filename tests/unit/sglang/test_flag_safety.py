@@ -15,7 +15,7 @@ from service.sglang import (
     router_catalogue,
     validate_argv,
 )
-from service.sglang.flags import ROUTER, SGLANG
+from service.sglang.flags import ROUTER, SGLANG, SMG
 from service.sglang.safety import REVIEW_PATTERN, REVIEWED_SAFE, flag_danger
 
 from .conftest import with_extra, with_server
@@ -104,7 +104,8 @@ def test_validate_argv_reads_argv_as_argparse_would():
 
 def test_every_flag_whose_help_hints_at_such_powers_has_been_reviewed():
     for package, catalogues in ((SGLANG, [load_catalogue(v) for v in catalogue_versions()]),
-                                (ROUTER, [router_catalogue()])):
+                                (ROUTER, [router_catalogue()]),
+                                (SMG, [load_catalogue(v, SMG) for v in catalogue_versions(SMG)])):
         for catalogue in catalogues:
             for spec in catalogue.flags:
                 if REVIEW_PATTERN.search(f"{spec.help} {spec.flag}"):
