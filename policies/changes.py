@@ -16,7 +16,7 @@ from enum import StrEnum
 import msgspec
 import numpy as np
 
-from policies.noise import SampleBootstrap, holm_adjust, t_critical, t_test_p, two_proportion_test, welch_log_se
+from policies.noise import SampleBootstrap, failure_rate_test, holm_adjust, t_critical, t_test_p, welch_log_se
 from policies.pairing import PairedBootstrap, paired_log_se
 from policies.settings import PolicySettings
 from service import RoundResult
@@ -237,16 +237,16 @@ class Comparison:
         return self._quantile_se[name]
 
     def failure_rate(self) -> MetricChange:
-        """The failure-rate change (absolute), tested as two proportions over every request sent."""
+        """The failure-rate change (absolute), tested exactly (Fisher) over every request sent."""
         spec = MetricSpec(key="failure_rate", label="failure rate", unit="", group="failure", higher_is_better=False)
         counts = [_failure_counts(side.results) for side in (self.baseline, self.candidate)]
         base = counts[0][0] / counts[0][1] if counts[0][1] else 0.0
         cand = counts[1][0] / counts[1][1] if counts[1][1] else 0.0
         if not counts[0][1] or not counts[1][1]:
             return MetricChange(spec=spec, baseline=base, candidate=cand, change=cand - base, method="not reported")
-        p = two_proportion_test(*counts[0], *counts[1])
+        p = failure_rate_test(*counts[0], *counts[1])
         return MetricChange(spec=spec, baseline=base, candidate=cand, change=cand - base, p_value=p,
-                            method="two-proportion z-test")
+                            method="Fisher's exact test")
 
 
 def _sample_name(sample: str | tuple[str, float] | None) -> str:

@@ -19,6 +19,7 @@ from enum import StrEnum
 
 import msgspec
 import numpy as np
+from scipy import stats
 
 from policies.noise import t_critical
 from service import SLO, SLO_TARGETS, RoundResult, SLOCheck
@@ -89,12 +90,8 @@ class SLOJudgement(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def binomial_cdf(n: int, q: float) -> np.ndarray:
-    """P(Binomial(n, q) <= k) for k = 0..n, from log-probabilities (exact to float precision for any n)."""
-    k = np.arange(n + 1)
-    log_choose = np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(n + 1)])
-    log_pmf = log_choose + k * math.log(q) + (n - k) * math.log1p(-q)
-    pmf = np.exp(log_pmf - log_pmf.max())
-    return np.cumsum(pmf) / pmf.sum()
+    """P(Binomial(n, q) <= k) for k = 0..n."""
+    return np.asarray(stats.binom.cdf(np.arange(n + 1), n, q), dtype=float)
 
 
 def order_statistic_ranks(n: int, q: float, confidence: float) -> tuple[int | None, int | None]:

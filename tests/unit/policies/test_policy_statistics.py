@@ -7,11 +7,11 @@ import pytest
 
 from policies.noise import (
     SampleBootstrap,
+    failure_rate_test,
     holm_adjust,
     normal_two_sided_p,
     student_t_two_sided_p,
     t_test_p,
-    two_proportion_test,
     welch_log_se,
 )
 from tests.unit.policies.policy_rounds import make_round
@@ -34,11 +34,12 @@ def test_holm_adjusts_step_down_and_keeps_order():
     assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
 
 
-def test_two_proportion_test_sees_the_casebook_failure_fix_and_not_equal_rates():
-    # 3.74% of 500 requests failing vs none (casebook case 4).
-    assert two_proportion_test(18.7, 500, 0, 500) < 1e-4
-    assert two_proportion_test(5, 500, 5, 500) == pytest.approx(1.0)
-    assert two_proportion_test(0, 500, 0, 500) == 1.0
+def test_the_failure_rate_test_sees_the_casebook_failure_fix_and_not_equal_rates():
+    # 3.74% of 519 requests sent failing vs none of 500 (casebook case 4).
+    assert failure_rate_test(19.4, 519.4, 0, 500) < 1e-4
+    assert failure_rate_test(5, 500, 5, 500) == pytest.approx(1.0)
+    assert failure_rate_test(0, 500, 0, 500) == 1.0
+    assert failure_rate_test(3, 0, 0, 500) == 1.0
 
 
 def test_welch_over_repeats_needs_two_per_side_and_sees_deterministic_runners():
