@@ -21,7 +21,7 @@ import msgspec
 from plugins.runners.local.failures import RoundFailure
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.round import load_plan
-from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
+from plugins.runners.local.scrape import counter_deltas, missing_note, scrape, server_metrics
 from service import (
     LoadAborted,
     RoundContext,
@@ -89,7 +89,7 @@ class AttachRunner(Runner):
         warm, requests = build_prompts(scenario.workload, bench, resolve_model(scenario.model), seed=plan.seed)
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
             urls = await _metric_urls(client, target, settings)
-            before: list[dict[str, float]] = []
+            before: list[dict[str, float] | None] = []
 
             async def between(load_client: httpx.AsyncClient) -> None:
                 """After warm-up: flush the cache when asked, then scrape metrics."""
@@ -110,10 +110,13 @@ class AttachRunner(Runner):
         notes = [f"attached to {target}"]
         if bench.warm_prompts > 0:
             notes.append(warm_note(warmed, bench.warm_prompts, 1.0))
-        figures = bench_figures(load.outcomes, load.duration, accept_length=accept_length(info))
+        figures = bench_figures(load.outcomes, load.duration, accept_length=accept_length(info), slo=scenario.slo)
+        deltas = counter_deltas(before, after)
+        if (note := missing_note(deltas, len(urls))) is not None:
+            notes.append(note)
         first_error = next((o.error for o in load.outcomes if not o.success), "")
         if figures.completed == 0:
             raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
-        return measured(scenario, origin, figures, server_metrics(counter_deltas(before, after), []),  # type: ignore[arg-type]
+        return measured(scenario, origin, figures, server_metrics(deltas, [], workers=len(urls)),  # type: ignore[arg-type]
                         request_samples(load.outcomes), attempted=len(requests), notes=notes,
                         first_error=first_error)

@@ -13,6 +13,7 @@ import click
 import msgspec
 
 from service.domain import Scenario
+from service.loadgen.bench_serving import scenario_bench_argv
 from service.scenario import InputFileError, load_scenario
 from service.scenario_check import check_scenario
 from service.sglang import (
@@ -70,8 +71,10 @@ def render_command(scenario_path: Path, version: str | None, as_json: bool, allo
         for line in _issue_lines(errors(refused.issues)):
             click.echo(line, err=True)
         raise click.ClickException(f"cannot render {scenario_path}: {len(errors(refused.issues))} problem(s) above") from None
+    target = launch.router.url if launch.router is not None else launch.workers[0].url
+    bench = scenario_bench_argv(scenario, target, sglang_version=launch.sglang_version)
     if as_json:
-        click.echo(msgspec.json.encode(launch).decode())
+        click.echo(msgspec.json.encode({**msgspec.to_builtins(launch), "bench": bench}).decode())
         return
     click.echo(f"# sglang {launch.sglang_version}: {len(launch.workers)} worker process(es)")
     for worker in launch.workers:
@@ -81,6 +84,8 @@ def render_command(scenario_path: Path, version: str | None, as_json: bool, allo
     if launch.router is not None:
         click.echo(f"# router -> {launch.router.url}")
         click.echo(shlex.join(launch.router.argv))
+    click.echo(f"# benchmark of the scenario's bench -> {target}")
+    click.echo(shlex.join(bench))
     for line in _issue_lines(launch.warnings):
         click.echo(line, err=True)
 

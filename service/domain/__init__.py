@@ -27,7 +27,7 @@ from service.domain.deployment import (
 from service.domain.hardware import GPU_CATALOGUE, GpuSpec, Hardware, gpu_spec
 from service.domain.model import Architecture, AttentionKind, ModelSpec, dtype_bytes, resolve_model
 from service.domain.scenario import DEFAULT_SGLANG_VERSION, QualityResult, Scenario
-from service.domain.slo import SLO, Objective
+from service.domain.slo import GOODPUT_METRICS, SLO, Objective, goodput, goodput_slos
 from service.domain.tuning import (
     ConfigDelta,
     Decision,
@@ -51,6 +51,7 @@ from service.domain.workload import (
 
 __all__ = [
     "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "mean_result", "slo_checks",
+    "GOODPUT_METRICS", "goodput", "goodput_slos",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
     "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",

@@ -192,6 +192,11 @@ class BenchFigures(msgspec.Struct, kw_only=True, omit_defaults=False):
     concurrency: float = 0.0
     accept_length: float | None = None
     max_concurrent_requests: int = 0
+    # `--goodput` (bench_serving 0.5.23): the requests that succeeded and met every per-request SLO
+    # threshold (`service.domain.slo.goodput_slos`), per second and as a share of the requests sent.
+    request_goodput: float | None = None
+    slo_attainment: float | None = None
+    goodput_slos_ms: dict[str, float] | None = None
 
 
 class ServerMetrics(msgspec.Struct, kw_only=True):
@@ -207,6 +212,19 @@ class ServerMetrics(msgspec.Struct, kw_only=True):
     grammar_compile_time_mean_ms: float | None = None
     grammar_compile_time_p99_ms: float | None = None
     grammar_cache_hit_rate: float | None = None
+    # Cached prompt tokens by tier over all prompt tokens of the round (`sglang:cached_tokens_total`
+    # by `cache_source`: device, host, storage; `total` when the server gave no breakdown).
+    cache_hit_rate_by_tier: dict[str, float] | None = None
+    # `sglang:eplb_balancedness` (mean over the round's forward passes of mean/max expert load per GPU,
+    # 1.0 = balanced); only from servers launched with its report on (the renderer turns it on under EP).
+    eplb_balancedness: float | None = None
+    # `sglang:dp_attention_token_imbalance_ratio` (0.5.23): mean of max/mean tokens over the DP ranks.
+    dp_attention_imbalance: float | None = None
+    # PD disaggregation: mean KV transfer latency and speed of the round (`sglang:kv_transfer_*`).
+    kv_transfer_latency_ms: float | None = None
+    kv_transfer_speed_gb_s: float | None = None
+    # Counter figures the round could not measure (a `/metrics` scrape failed): named, never guessed.
+    missing: list[str] = msgspec.field(default_factory=list)
 
 
 class RequestSamples(msgspec.Struct, kw_only=True):

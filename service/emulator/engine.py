@@ -24,7 +24,8 @@ from service.emulator.args import ServerArgs
 from service.emulator.metrics import EngineMetrics
 from service.emulator.tokens import blocks_of
 from service.simulator.batch import Recorder
-from service.simulator.memory import resolve_server
+from service.simulator.experts import expert_balance
+from service.simulator.memory import host_pool_tokens, resolve_server
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
 from service.simulator.speculative import speculative_settings
@@ -69,13 +70,19 @@ class EmulatedEngine:
         self.log = log
         self.role = args.disaggregation_mode
         self.recorder = Recorder(measuring=True)
+        # Under EP the MoE share of each step waits for the busiest GPU rank, as the simulator prices it.
+        self.balance = expert_balance(model, server)
+        cached_cost = CachedStepCost(cost)
         setup = WorkerSetup(
-            index=0, role="unified", resolved=resolved, cost=CachedStepCost(cost),
+            index=0, role="unified", resolved=resolved, cost=cached_cost,
             spec=speculative_settings(server, model, acceptance), mixed_chunk=server.enable_mixed_chunk,
-            ignore_eos=pool_tokens is None, step_factor=1.0, mask_seconds=0.0,
+            ignore_eos=pool_tokens is None, mask_seconds=0.0,
+            step_factor=self.balance.step_factor(cached_cost.includes_expert_skew()) if self.balance else 1.0,
             host_link_bytes_per_s=hardware.spec.pcie_gbps * 1e9,
             prefill_decode_interval=int(args.get("prefill_decode_interval", 0) or 0))
+        per_node = max(hardware.gpus_per_node / max(resolved.world_size, 1), 1.0)
         cache = RadixCache(page_size=resolved.page_size, enabled=not server.disable_radix_cache,
+                           host_capacity=host_pool_tokens(resolved, server, hardware, per_node),
                            write_policy=server.hicache_write_policy or "write_through")
         self.worker = Worker(setup, cache, self.recorder, np.random.default_rng(seed), self._finished)
         self.metrics = EngineMetrics(args, resolved.pool_tokens)
@@ -164,12 +171,14 @@ class EmulatedEngine:
             fresh = [r for r, take in batch if r.extended == take]  # the first chunk of each request
             cached = sum(r.prefix_len for r in fresh)
             self.metrics.on_prefill(new, cached, usage, running, waiting)
+            self.metrics.on_forward_pass("extend", self.balance)
             self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new}, #cached-token: {cached}, "
                      f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {waiting}, "
                      f"#pending-token: 0, cuda graph: False, input throughput (token/s): 0.00")
         else:
             self._decode_steps += 1
             self.metrics.on_decode(usage, running, waiting)
+            self.metrics.on_forward_pass("decode", self.balance)
             if self._decode_steps % max(int(self.args.get("decode_log_interval", 40) or 40), 1) == 0:
                 self._log_decode(end, usage, running, waiting)
         self._report_retractions()

@@ -17,6 +17,7 @@ from service.sglang import version_key
 if TYPE_CHECKING:
     from service.emulator.args import ServerArgs
     from service.emulator.engine import LiveRequest
+    from service.simulator.experts import ExpertBalance
     from service.simulator.requests import SimRequest
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -70,7 +71,13 @@ class EngineMetrics:
         self.pool_tokens = pool_tokens
         self.gauges: dict[str, float] = {"num_running_reqs": 0, "num_queue_reqs": 0, "token_usage": 0.0,
                                          "cache_hit_rate": 0.0, "gen_throughput": 0.0, "num_used_tokens": 0}
-        self.prompt_tokens = self.generation_tokens = self.cached_tokens = 0
+        self.prompt_tokens = self.generation_tokens = self.cached_tokens = self.host_cached_tokens = 0
+        # `sglang:eplb_balancedness` is a Summary by forward mode, exported with its report on
+        # (`--expert-balancedness-report-mode prometheus|both` from 0.5.20, before that
+        # `--enable-expert-distribution-metrics`).
+        self.balancedness_on = (args.get("expert_balancedness_report_mode") in ("prometheus", "both")
+                                or bool(args.get("enable_expert_distribution_metrics")))
+        self.balancedness: dict[str, list[float]] = {}
         self.requests = self.retracted = self.last_retracted = 0
         self.gen_throughput = 0.0
         self.spec_accept_length: float | None = None
@@ -106,8 +113,16 @@ class EngineMetrics:
 
     def on_first_token(self, sim: SimRequest, ttft: float) -> None:
         """A request got its first token after `ttft` emulated seconds."""
-        self.cached_tokens += sim.cached_tokens
+        self.cached_tokens += sim.cached_tokens - sim.host_hit_tokens
+        self.host_cached_tokens += sim.host_hit_tokens
         self.ttft.observe(ttft)
+
+    def on_forward_pass(self, mode: str, balance: ExpertBalance | None) -> None:
+        """A forward pass ran; under EP with the report on, its balancedness (mean/max load per GPU rank)."""
+        if balance is not None and self.balancedness_on:
+            totals = self.balancedness.setdefault(mode, [0.0, 0.0])
+            totals[0] += 1
+            totals[1] += 1.0 / balance.rank_imbalance
 
     def on_tokens(self, count: int) -> None:
         """`count` tokens were generated."""
@@ -138,9 +153,18 @@ class EngineMetrics:
                                ("num_requests_total", self.requests)):
             lines += [f"# HELP sglang:{counter} {counter}.", f"# TYPE sglang:{counter} counter",
                       f"sglang:{counter}{{{token_labels}}} {float(value)}"]
-        cached = _label_text(self.tokenizer | {"cache_source": "device"})
-        lines += ["# HELP sglang:cached_tokens_total cached tokens.", "# TYPE sglang:cached_tokens_total counter",
-                  f"sglang:cached_tokens_total{{{cached}}} {float(self.cached_tokens)}"]
+        lines += ["# HELP sglang:cached_tokens_total cached tokens.", "# TYPE sglang:cached_tokens_total counter"]
+        for source, count in (("device", self.cached_tokens), ("host", self.host_cached_tokens)):
+            if source == "device" or count:  # a source's sample appears with its first cached token
+                cached = _label_text(self.tokenizer | {"cache_source": source})
+                lines.append(f"sglang:cached_tokens_total{{{cached}}} {float(count)}")
+        if self.balancedness:
+            lines += ["# HELP sglang:eplb_balancedness Balancedness of MoE in expert parallelism.",
+                      "# TYPE sglang:eplb_balancedness summary"]
+            for mode, (passes, total) in self.balancedness.items():
+                labels = f'{scheduler},forward_mode="{mode}"'
+                lines += [f"sglang:eplb_balancedness_count{{{labels}}} {passes}",
+                          f"sglang:eplb_balancedness_sum{{{labels}}} {total}"]
         for metric, histogram, labels in (("time_to_first_token_seconds", self.ttft, token_labels),
                                           ("inter_token_latency_seconds", self.itl, _label_text(self.tokenizer)),
                                           ("e2e_request_latency_seconds", self.e2e, token_labels)):

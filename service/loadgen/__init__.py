@@ -11,9 +11,11 @@
 
 from service.loadgen.bench_serving import (
     WARM_PROMPTS_SEED_OFFSET,
+    bench_module,
     bench_serving_argv,
     bench_serving_warm_argv,
     read_bench_output,
+    read_cache_tiers,
     sglang_available,
     write_bench_traces,
 )
@@ -23,6 +25,6 @@ from service.loadgen.prompts import PromptRequest, build_prompts
 from service.loadgen.run import LoadAborted, LoadPlan, PhaseResult, run_load
 
 __all__ = ["PATHS", "WARM_PROMPTS_SEED_OFFSET", "LoadAborted", "LoadPlan", "PhaseResult", "PromptRequest",
-           "RequestOutcome", "bench_figures", "bench_serving_argv", "bench_serving_warm_argv", "build_prompts",
-           "peak_concurrency", "read_bench_output", "request_samples", "run_load", "send_request",
+           "RequestOutcome", "bench_figures", "bench_module", "bench_serving_argv", "bench_serving_warm_argv", "build_prompts",
+           "peak_concurrency", "read_bench_output", "read_cache_tiers", "request_samples", "run_load", "send_request",
            "sglang_available", "write_bench_traces"]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from service.domain import BenchFigures, RequestSamples
+from service.domain import SLO, BenchFigures, RequestSamples, goodput, goodput_slos
 from service.loadgen.client import RequestOutcome
 
 
@@ -35,8 +35,12 @@ def peak_concurrency(outcomes: Sequence[RequestOutcome]) -> int:
 
 
 def bench_figures(outcomes: Sequence[RequestOutcome], duration: float, *, time_scale: float = 1.0,
-                  accept_length: float | None = None) -> BenchFigures:
-    """BenchFigures of the successful requests of one measured phase that took `duration` wall seconds."""
+                  accept_length: float | None = None, slo: SLO | None = None) -> BenchFigures:
+    """BenchFigures of the successful requests of one measured phase that took `duration` wall seconds.
+
+    With an SLO that sets latency targets, goodput and SLO attainment as bench_serving's `--goodput` gives
+    them for `goodput_slos(slo)` (the failed requests count as sent, never as good).
+    """
     done = [o for o in outcomes if o.success]
     scale = max(time_scale, 1e-9)
     seconds = max(duration / scale, 1e-9)
@@ -48,13 +52,24 @@ def bench_figures(outcomes: Sequence[RequestOutcome], duration: float, *, time_s
         **_stats([o.latency for o in done], "e2e_latency", scale), **_stats([o.ttft for o in done], "ttft", scale),
         **_stats(tpots, "tpot", scale), **_stats(itls, "itl", scale),
     }
+    bounds = goodput_slos(slo) if slo is not None else {}
+    good = goodput(bounds, [(o.ttft * 1000.0 / scale, _tpot(o) * 1000.0 / scale, o.latency * 1000.0 / scale)
+                            for o in done], len(outcomes), seconds) if bounds else None
     return BenchFigures(
-        completed=len(done), duration=seconds, total_input_tokens=inputs, total_output_tokens=outputs,
+        request_goodput=good[0] if good else None, slo_attainment=good[1] if good else None,
+        goodput_slos_ms=bounds or None, completed=len(done), duration=seconds, total_input_tokens=inputs, total_output_tokens=outputs,
         request_throughput=len(done) / seconds, input_throughput=inputs / seconds,
         output_throughput=outputs / seconds, total_throughput=(inputs + outputs) / seconds,
         max_itl_ms=max(itls, default=0.0) * 1000.0 / scale,
         concurrency=sum(o.latency for o in done) / scale / seconds, accept_length=accept_length,
         max_concurrent_requests=peak_concurrency(done), **figures)
+
+
+def _tpot(outcome: RequestOutcome) -> float:
+    """bench_serving's TPOT of one request (seconds); 0 for a one-token output (`benchmark/goodput.py`)."""
+    if outcome.output_tokens <= 1:
+        return 0.0
+    return (outcome.latency - outcome.ttft) / (outcome.output_tokens - 1)
 
 
 def request_samples(outcomes: Sequence[RequestOutcome], *, time_scale: float = 1.0) -> RequestSamples:

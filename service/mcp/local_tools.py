@@ -30,6 +30,7 @@ from service.mcp.tools import ToolInputError, ToolResult, bounded
 from service.profile import ProfileError, TokenizerNotFound, profile_log
 from service.scenario import InputFileError, load_scenario, parse_scenario, scenario_from_data
 from service.scenario_check import check_scenario
+from service.loadgen.bench_serving import scenario_bench_argv
 from service.sglang import RenderRefused, UnknownVersionError, errors, render_scenario
 
 
@@ -154,7 +155,10 @@ async def render_launch_commands(args: ScenarioInput) -> ToolResult:
     lines += [" ".join(f"{k}={v}" for k, v in w.env.items()) + " " + " ".join(w.argv) for w in launch.workers]
     if launch.router:
         lines.append(" ".join(launch.router.argv))
-    data, truncated = bounded(launch)
+    target = launch.router.url if launch.router is not None else launch.workers[0].url
+    bench = scenario_bench_argv(scenario, target, sglang_version=launch.sglang_version)
+    lines.append("benchmark: " + " ".join(bench))
+    data, truncated = bounded({**msgspec.to_builtins(launch), "bench": bench})
     return ToolResult(summary="\n".join(lines), data=data, truncated=truncated)
 
 

@@ -84,7 +84,22 @@ def typed_flags(server: ServerConfig, catalogue: FlagCatalogue) -> list[TypedFla
         if spec is not None and not isinstance(value, bool) and value == spec.default:
             continue
         rendered.append(TypedFlag(field=field_key(name), flag=flag, value=value))
-    return rendered
+    return rendered + _balancedness_report(server, catalogue)
+
+
+def _balancedness_report(server: ServerConfig, catalogue: FlagCatalogue) -> list[TypedFlag]:
+    """Under EP with metrics on, the flag that exports `sglang:eplb_balancedness` (the expert load balance
+    EPLB decisions read): `--expert-balancedness-report-mode prometheus` from 0.5.20, before that
+    `--enable-expert-distribution-metrics`; both start the recorder in its `stat` mode."""
+    chosen = {"expert_balancedness_report_mode", "enable_expert_distribution_metrics",
+              "expert_distribution_recorder_mode"} & {key.lstrip("-").replace("-", "_") for key in server.extra}
+    if not server.enable_metrics or server.ep_size <= 1 or chosen:
+        return []
+    if "--expert-balancedness-report-mode" in catalogue:
+        return [TypedFlag(field="enable-metrics", flag="--expert-balancedness-report-mode", value="prometheus")]
+    if "--enable-expert-distribution-metrics" in catalogue:
+        return [TypedFlag(field="enable-metrics", flag="--enable-expert-distribution-metrics", value=True)]
+    return []
 
 
 def _spell_special(name: str, value: int | None, catalogue: FlagCatalogue) -> list[TypedFlag]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from service.domain import (
+    SLO,
     BenchFigures,
     Provenance,
     RequestSamples,
@@ -19,6 +20,8 @@ from service.domain import (
     Scenario,
     ServerMetrics,
     Source,
+    goodput,
+    goodput_slos,
 )
 from service.simulator.cluster import Cluster
 from service.simulator.engine import Outcome
@@ -52,8 +55,11 @@ def weighted_percentiles(v: np.ndarray, w: np.ndarray, qs: tuple[int, ...]) -> t
     return float((v * w).sum() / total), picks
 
 
-def bench_figures(outcome: Outcome, cluster: Cluster) -> BenchFigures:
-    """bench_serving's output-file figures for the measured requests (scaled for representative replicas)."""
+def bench_figures(outcome: Outcome, cluster: Cluster, slo: SLO | None = None) -> BenchFigures:
+    """bench_serving's output-file figures for the measured requests (scaled for representative replicas).
+
+    With an SLO that sets latency targets, goodput and SLO attainment as `--goodput` gives them.
+    """
     scale = cluster.scale
     done = [r for r in outcome.measured if r.finish >= 0 and not r.aborted]
     duration = max(outcome.end - outcome.start, 1e-9)
@@ -67,8 +73,14 @@ def bench_figures(outcome: Outcome, cluster: Cluster) -> BenchFigures:
     itl_mean, itl_p = weighted_percentiles(values, weights, PERCENTILES)
     itl = {"mean_itl_ms": itl_mean * 1000, **{f"{_pname(p)}_itl_ms": v * 1000 for p, v in zip(PERCENTILES, itl_p,
                                                                                              strict=True)}}
+    bounds = goodput_slos(slo) if slo is not None else {}
+    good = goodput(bounds, [((r.first_token - r.issued) * 1000,
+                             (r.finish - r.first_token) * 1000 / (r.output_len - 1) if r.output_len > 1 else 0.0,
+                             (r.finish - r.issued) * 1000) for r in done],
+                   len(outcome.measured), duration, scale) if bounds else None
     return BenchFigures(
-        completed=len(done) * scale, duration=duration, total_input_tokens=total_in, total_output_tokens=total_out,
+        request_goodput=good[0] if good else None, slo_attainment=good[1] if good else None,
+        goodput_slos_ms=bounds or None, completed=len(done) * scale, duration=duration, total_input_tokens=total_in, total_output_tokens=total_out,
         request_throughput=len(done) * scale / duration, input_throughput=total_in / duration,
         output_throughput=total_out / duration, total_throughput=(total_in + total_out) / duration,
         **_stats(e2e, "e2e_latency"), **_stats(ttft, "ttft"), **_stats(tpot, "tpot"), **itl,
@@ -86,7 +98,15 @@ def server_metrics(cluster: Cluster) -> ServerMetrics:
     lookups = sum(g.lookups for pool in cluster.pools.values() for g in pool.grammar if g)
     hits = sum(g.hits for pool in cluster.pools.values() for g in pool.grammar if g)
     grammar_on = any(g for pool in cluster.pools.values() for g in pool.grammar)
+    tiers = None
+    if rec.input_tokens:
+        tiers = {"device": (rec.cached_tokens - rec.host_tokens) / rec.input_tokens,
+                 "host": rec.host_tokens / rec.input_tokens}
+    # SGLang's balancedness is mean/max physical expert load per GPU rank (`eplb/expert_distribution.py`).
+    ranks = [p.balance.rank_imbalance for p in cluster.pools.values()
+             if p.balance is not None and p.server.ep_size > 1]
     return ServerMetrics(
+        cache_hit_rate_by_tier=tiers, eplb_balancedness=1.0 / max(ranks) if ranks else None,
         token_usage=round(rec.usage_area / t, 4),
         cache_hit_rate=rec.cached_tokens / rec.input_tokens if rec.input_tokens else 0.0,
         num_queue_reqs=rec.queue_area / t, num_running_reqs=rec.running_area / t,
@@ -124,7 +144,7 @@ def _failures(outcome: Outcome) -> str:
 def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_model: str,
                  rng: np.random.Generator) -> RoundResult:
     """The whole `RoundResult` of a simulated round."""
-    bench = bench_figures(outcome, cluster)
+    bench = bench_figures(outcome, cluster, scenario.slo)
     server = server_metrics(cluster)
     done = [r for r in outcome.measured if r.finish >= 0 and not r.aborted]
     aborted = sum(1 for r in outcome.measured if r.aborted)

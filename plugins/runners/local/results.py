@@ -48,8 +48,11 @@ def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server
     failures = attempted - bench.completed
     price = scenario.hardware.gpu_hour_price * scenario.deployment.total_gpus()
     cost = price / (bench.output_throughput * 3600 / 1e6) if bench.output_throughput > 0 else None
+    # The server's expert balance is per GPU rank (mean/max); the round's imbalance is its inverse (max/mean).
+    balance = server.eplb_balancedness
     return RoundResult(
         status=RoundStatus.PARTIAL if failures else RoundStatus.OK, provenance=origin, bench=bench, server=server,
+        expert_imbalance=1.0 / balance if balance else None,
         failure_rate=failures / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
         error=f"{failures} of {attempted} requests failed; first: {first_error}" if failures else None,
         error_phase="load" if failures else None, notes=notes)

@@ -27,7 +27,7 @@ from plugins.runners.local.processes import Launcher, ServerProcess, stop_all
 from plugins.runners.local.readiness import metadata, wait_healthy, wait_ports, wait_router
 from plugins.runners.local.registry import RoundRegistry, end_orphans, state_dir
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
-from plugins.runners.local.scrape import counter_deltas, scrape, server_metrics
+from plugins.runners.local.scrape import counter_deltas, missing_note, scrape, server_metrics
 from service import (
     WARM_PROMPTS_SEED_OFFSET,
     LoadAborted,
@@ -43,6 +43,7 @@ from service import (
     bench_serving_warm_argv,
     build_prompts,
     read_bench_output,
+    read_cache_tiers,
     request_samples,
     resolve_model,
     run_load,
@@ -185,7 +186,7 @@ class LocalRound:
         warm, requests = build_prompts(self.scenario.workload, self.scenario.bench,
                                        resolve_model(self.scenario.model), seed=plan.seed)
         offsets: list[int] = []
-        before: list[dict[str, float]] = []
+        before: list[dict[str, float] | None] = []
 
         async def between(load_client: httpx.AsyncClient) -> None:
             """After warm-up: flush the cache when asked, scrape metrics, mark the logs."""
@@ -204,8 +205,14 @@ class LocalRound:
             raise exited(dead, "load")
         after = await scrape(client, [p.url for p in self.workers if p.url])
         logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
-        server = server_metrics(counter_deltas(before, after), logs)
+        server = self._server(counter_deltas(before, after), logs)
         return await self._result(client, load, len(requests), server)
+
+    def _server(self, deltas: dict[str, float], logs: list[str]) -> ServerMetrics:
+        workers = len([p for p in self.workers if p.url])
+        if (note := missing_note(deltas, workers)) is not None:
+            self.notes.append(note)
+        return server_metrics(deltas, logs, workers=workers)
 
     async def _result(self, client: httpx.AsyncClient, load: PhaseResult, attempted: int,
                       server: ServerMetrics) -> RoundResult:
@@ -214,7 +221,8 @@ class LocalRound:
             info = await metadata(client, heads[0].url, "server_info") if heads else {}
         except RoundFailure:
             info = {}  # only the accept length comes from here; the figures stand without it
-        bench = bench_figures(load.outcomes, load.duration, time_scale=self.scale, accept_length=accept_length(info))
+        bench = bench_figures(load.outcomes, load.duration, time_scale=self.scale, accept_length=accept_length(info),
+                              slo=self.scenario.slo)
         samples = request_samples(load.outcomes, time_scale=self.scale)
         first_error = next((o.error for o in load.outcomes if not o.success), "")
         if bench.completed == 0:
@@ -242,8 +250,10 @@ class LocalRound:
         model = self.server_info.get("served_model_name") or self.scenario.model
         served_trace, trace = write_bench_traces(bench, self.log_dir)
         warm_output = self.log_dir / "bench_serving_warm.jsonl"
+        version = self.scenario.sglang_version
         warm_argv = bench_serving_warm_argv(self.settings.python, base_url, bench, self.scenario.workload,
-                                            warm_output, model=model, trace_file=served_trace)
+                                            warm_output, model=model, trace_file=served_trace,
+                                            sglang_version=version)
         if warm_argv is not None:
             code = await self._run_bench_serving(warm_argv, "bench_serving_warm.log", "warm_prompts",
                                                  self.settings.deadlines.warm_prompts)
@@ -255,7 +265,7 @@ class LocalRound:
         offsets = [p.log_size() for p in self.workers]
         output = self.log_dir / "bench_serving.jsonl"
         argv = bench_serving_argv(self.settings.python, base_url, bench, self.scenario.workload, output, model=model,
-                                  trace_file=trace)
+                                  trace_file=trace, sglang_version=version, slo=self.scenario.slo)
         if trace is not None:
             self.notes.append("bench_serving's mooncake dataset builds each prompt from its hash ids (128 words an "
                               "id), not from the trace's input_length: its prompts are shorter than the trace's")
@@ -265,7 +275,9 @@ class LocalRound:
         except ValueError as exc:
             raise RoundFailure("requests_failed", "load", f"{exc}; see {self.log_dir / 'bench_serving.log'}") from None
         logs = [p.log_text(offset) for p, offset in zip(self.workers, offsets, strict=False)]
-        server = server_metrics(counter_deltas(before, await scrape(client, urls)), logs)
+        server = self._server(counter_deltas(before, await scrape(client, urls)), logs)
+        if server.cache_hit_rate_by_tier is None and (tiers := read_cache_tiers(output)) is not None:
+            server = msgspec.structs.replace(server, cache_hit_rate_by_tier=tiers)
         return measured(self.scenario, self.origin, figures, server, RequestSamples(), attempted=figures.completed,
                         notes=[*self.notes, f"load by {' '.join(argv[:3])}"], first_error="")
 
