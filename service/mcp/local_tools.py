@@ -18,6 +18,7 @@ from service.calc import (
 )
 from service.diagnosis import DiagnosisContext, DiagnosisInputError, diagnose
 from service.domain import Scenario, gpu_spec, resolve_model
+from service.loadgen.bench_serving import scenario_bench_argv
 from service.mcp.inputs import (
     DiagnoseBenchmarkInput,
     PlanCapacityInput,
@@ -30,7 +31,6 @@ from service.mcp.tools import ToolInputError, ToolResult, bounded
 from service.profile import ProfileError, TokenizerNotFound, profile_log
 from service.scenario import InputFileError, load_scenario, parse_scenario, scenario_from_data
 from service.scenario_check import check_scenario
-from service.loadgen.bench_serving import scenario_bench_argv
 from service.sglang import RenderRefused, UnknownVersionError, errors, render_scenario
 
 
