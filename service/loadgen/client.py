@@ -4,7 +4,14 @@
 split evenly over its new tokens (`completion_tokens` growth), chunks without new tokens are skipped.
 OpenAI backends: TTFT at the first chunk with non-empty text; each later chunk adds one ITL entry; the
 output length comes from `usage.completion_tokens` when the server sends it (`benchmark/serving.py`).
-A stream that ends without `[DONE]`, carries an `error` object or a line that is not JSON fails the request.
+A stream that ends without `[DONE]`, carries an `error` object (or an `event: error`) or data that is not JSON
+fails the request.
+
+The stream is read as server-sent events, as a proxy in front of SGLang may send them: comment lines (`:`,
+`: keep-alive`, `:ping`) and blank keep-alive lines are skipped, `id:` and `retry:` fields ignored, and an
+event's `data:` lines are joined and dispatched at the blank line that ends it; events of another type
+than the default (`event: ping`) carry no tokens. None of them reads the clock, so keep-alives never
+move TTFT or an ITL gap. A line that is no SSE field at all fails the request.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class _StreamState:
         self.previous = start
         self.last_count = 0
         self.done = False
+        self.data: list[str] = []  # the `data:` lines of the event being read
+        self.event = ""
 
     def first_or_gap(self, now: float, new_tokens: int) -> None:
         """Record the first token, or split the gap since the previous chunk over `new_tokens`."""
@@ -107,24 +116,47 @@ def _openai_chunk(state: _StreamState, data: dict[str, Any], now: float) -> None
         state.last_count += 1
 
 
+_IGNORED_FIELDS = frozenset({"id", "retry"})
+_TOKEN_EVENTS = frozenset({"", "message", "error"})
+
+
 def _read_line(state: _StreamState, line: str, backend: str, clock: Callable[[], float]) -> None:
-    line = line.strip()
-    if not line:
+    """One line of the event stream: a field of the current event, a comment, or the blank line ending it."""
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        _dispatch(state, backend, clock)
         return
-    if not line.startswith("data:"):
+    if line.startswith(":"):
+        return  # a comment: a proxy's keep-alive
+    name, _, value = line.partition(":")
+    value = value[1:] if value.startswith(" ") else value
+    if name == "data":
+        state.data.append(value)
+    elif name == "event":
+        state.event = value.strip()
+    elif name not in _IGNORED_FIELDS:
         raise ValueError(f"unexpected line in the event stream: {line[:80]!r}")
-    body = line[len("data:"):].strip()
+
+
+def _dispatch(state: _StreamState, backend: str, clock: Callable[[], float]) -> None:
+    """The event read so far, at the blank line that ends it (or at the end of the stream)."""
+    body, event = "\n".join(state.data).strip(), state.event
+    state.data, state.event = [], ""
+    if not body or event not in _TOKEN_EVENTS:
+        return  # a keep-alive, or an event of another type
     if body == "[DONE]":
         state.done = True
         return
     try:
         data = msgspec.json.decode(body)
     except msgspec.DecodeError:
+        if event == "error":
+            raise ValueError(f"server error mid-stream: {body[:200]}") from None
         raise ValueError(f"malformed JSON in the event stream: {body[:80]!r}") from None
     if not isinstance(data, dict):
         raise ValueError(f"unexpected event: {body[:80]!r}")
-    if "error" in data:
-        error = data["error"]
+    if "error" in data or event == "error":
+        error = data.get("error", data)
         raise ValueError(f"server error mid-stream: {error.get('message', error) if isinstance(error, dict) else error}")
     now = clock()
     (_native_chunk if backend == "sglang" else _openai_chunk)(state, data, now)
@@ -148,6 +180,7 @@ async def send_request(client: httpx.AsyncClient, base_url: str, backend: str, r
                 _read_line(state, line, backend, clock)
                 if on_progress is not None:
                     on_progress()
+            _dispatch(state, backend, clock)  # an event the stream ended without a blank line after
     except (httpx.HTTPError, ValueError) as exc:
         outcome.error = str(exc) or type(exc).__name__
         return outcome
