@@ -20,7 +20,7 @@ from policies.patterns import MEANING, classify
 from policies.settings import PolicySettings
 from policies.slo_gate import averaged, slo_checks
 from policies.slo_interval import Reading, judge_percentiles, judged_checks, judgement_text
-from policies.wording import describe, detail_lines, figures, headline
+from policies.wording import describe, detail_lines, figures, goodput_figures, headline
 from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, SLOCheck, Verdict
 
 
@@ -39,10 +39,11 @@ class _MeasuredPolicy(Policy):
                             reasons=[f"{error}: not comparable, never accepted"])
         ev = evaluate(in_seed_order(baseline), in_seed_order(candidate), slo, self.settings)
         verdict, pattern, sentence, notes = self._judge(ev, slo, objective)
+        good_lines, good_figures = goodput_figures(baseline, candidate)
         return Decision(
             verdict=verdict, pattern=pattern, policy=self.name,
-            reasons=[sentence, *notes, *slo_lines(ev), *detail_lines(ev.changes)],
-            figures=figures(ev.changes, ev.cand_checks, ev.base_checks),
+            reasons=[sentence, *notes, *slo_lines(ev), *good_lines, *detail_lines(ev.changes)],
+            figures={**figures(ev.changes, ev.cand_checks, ev.base_checks), **good_figures},
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
             unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
             slo_vetoed_win=slo_vetoed_win(ev, self._judge, slo, objective, verdict, self.settings.alpha_improvement),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policies.changes import Direction, MetricChange
-from service import SLOCheck
+from service import RoundResult, SLOCheck
 
 _GROUP_ORDER = {"failure": 0, "throughput": 1, "latency": 2, "tail": 3}
 
@@ -100,3 +100,22 @@ def figures(changes: list[MetricChange], cand_checks: list[SLOCheck],
             if check.actual is not None:
                 out[f"slo.{check.name}.{side}"] = float(check.actual)
     return out
+
+
+def goodput_figures(baseline: list[RoundResult], candidate: list[RoundResult]) -> tuple[list[str], dict[str, float]]:
+    """The goodput line and figures (bench_serving's `--goodput` against the SLO's per-request bounds), when both
+    sides report it: requests per second that met every bound, and the share of requests sent that did."""
+    sides = []
+    for results in (baseline, candidate):
+        rates = [r.bench.request_goodput for r in results if r.bench.request_goodput is not None]
+        shares = [r.bench.slo_attainment for r in results if r.bench.slo_attainment is not None]
+        if not rates or not shares:
+            return [], {}
+        sides.append((sum(rates) / len(rates), sum(shares) / len(shares)))
+    (base, base_share), (cand, cand_share) = sides
+    bounds = candidate[0].bench.goodput_slos_ms or {}
+    within = " ".join(f"{key}<={_number(value)}ms" for key, value in bounds.items())
+    line = (f"goodput ({within}): {_number(base)} -> {_number(cand)} req/s, SLO attainment "
+            f"{base_share:.1%} -> {cand_share:.1%}")
+    return [line], {"request_goodput.baseline": float(base), "request_goodput.candidate": float(cand),
+                    "slo_attainment.baseline": float(base_share), "slo_attainment.candidate": float(cand_share)}
