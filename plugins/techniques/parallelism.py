@@ -11,6 +11,38 @@ from service import Applicability, ConfigDelta, Technique, TuningContext
 
 # Casebook "Prefix Sharing Rate": below 0.2 RadixAttention offers almost no benefit.
 CACHE_WORTHWHILE = 0.2
+# Input p95 over median from which request sizes count as uneven (a long prompt is several short ones' work).
+UNEVEN_SIZES = 2.0
+
+
+def size_spread(ctx: TuningContext) -> float:
+    """Input length p95 over median: 1 for fixed lengths, the workload's own ratio otherwise."""
+    dist = ctx.scenario.workload.input
+    if dist.kind == "fixed" or dist.median <= 0:
+        return 1.0
+    if dist.kind == "empirical" and dist.samples:
+        ordered = sorted(dist.samples)
+        return ordered[int(0.95 * (len(ordered) - 1))] / max(ordered[len(ordered) // 2], 1)
+    if dist.kind == "uniform":
+        return (1 + dist.range_ratio) / max(1 - dist.range_ratio, 1e-9) if dist.range_ratio < 1 else float("inf")
+    return dist.p95 / dist.median if dist.p95 else 1.0
+
+
+def smg_policies(ctx: TuningContext) -> dict[str, str]:
+    """SMG's own policies that fit this traffic, each with why (only for a deployment whose router is SMG)."""
+    router = ctx.scenario.deployment.router
+    if router is None or router.package != "smg":
+        return {}
+    out = {}
+    rate, spread = sharing_rate(ctx.scenario), size_spread(ctx)
+    if rate >= CACHE_WORTHWHILE:
+        out["prefix_hash"] = (f"sharing rate {rate:.2f}: prefix_hash sends a shared prefix to the worker its hash "
+                              "names, keeping cache_aware's locality without its per-request tree walk and insert")
+    if spread >= UNEVEN_SIZES:
+        out["least_load"] = (f"input p95 is {spread:.1f}x the median: least_load routes by the workers' queued "
+                             "token work and KV pressure rather than request counts, so long prompts do not "
+                             "pile up on one worker")
+    return out
 
 
 def preferred_policy(ctx: TuningContext) -> str:
@@ -80,13 +112,16 @@ class RouterPolicy(Technique):
             return Applicability(True, f"Splitting into replicas makes routing part of the caching strategy; "
                                        f"sharing rate {sharing_rate(ctx.scenario):.2f} favours {preferred} (case 2).")
         current = deployment.router.policy if deployment.router else None
-        if current == preferred:
+        smg = {policy: why for policy, why in smg_policies(ctx).items() if policy != current}
+        if current == preferred and not smg:
             return Applicability(False, f"The router already uses {preferred}, the casebook's choice here.")
-        return Applicability(True, f"The router uses {current}; sharing rate {sharing_rate(ctx.scenario):.2f} "
-                                   f"favours {preferred} (casebook case 2).")
+        reasons = [] if current == preferred else [f"sharing rate {sharing_rate(ctx.scenario):.2f} favours "
+                                                     f"{preferred} (casebook case 2)"]
+        reasons += [f"SMG's {policy}: {why}" for policy, why in smg.items()]
+        return Applicability(True, f"The router uses {current}; " + "; ".join(reasons) + ".")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        compare = [str(p) for p in ctx.options.get("compare", [])] or [preferred_policy(ctx)]
+        compare = [str(p) for p in ctx.options.get("compare", [])] or [preferred_policy(ctx), *smg_policies(ctx)]
         if _single_unified(ctx):
             tp = smallest_replica_tp(ctx.model, ctx.scenario)
             replicas = ctx.scenario.deployment.total_gpus() // tp

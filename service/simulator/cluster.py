@@ -70,7 +70,7 @@ def representative_scale(scenario: Scenario) -> int:
     group = dep.groups[0]
     policy = dep.router.policy if dep.router else "round_robin"
     prefix = scenario.workload.prefix
-    content_free = policy != "cache_aware" or (prefix.documents is None and not prefix.conversations
+    content_free = policy not in ("cache_aware", "prefix_hash") or (prefix.documents is None and not prefix.conversations
                                                and scenario.bench.trace is None)
     return group.replicas if group.replicas >= REPRESENTATIVE_MIN_REPLICAS and content_free else 1
 
@@ -101,11 +101,20 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
         target.grammar.extend(_grammar(scenario, group.server, workers[0].res.world_size) for _ in workers)
     for pool in cluster.pools.values():
         pool.router = Router(pool.router.policy, len(pool.workers), dep.router, rng)
+        pool.router.watch(_probe(pool.workers))
     if scale > 1:
         cluster.notes.append(f"{scale} identical replicas behind a {_policy(scenario, 'unified')} router were "
                              f"simulated as one representative replica carrying 1/{scale} of the traffic; "
                              "throughput is scaled back up")
     return cluster
+
+
+def _probe(workers: list[Worker]) -> Callable[[int], tuple[int, float]]:
+    """A worker's `sglang:num_queue_reqs` and `sglang:token_usage`, as SMG's load monitor polls them."""
+    def probe(index: int) -> tuple[int, float]:
+        worker = workers[index]
+        return len(worker.waiting), worker.used_tokens / max(worker.res.pool_tokens, 1)
+    return probe
 
 
 def _policy(scenario: Scenario, role: str) -> str:

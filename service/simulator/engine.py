@@ -123,9 +123,9 @@ class EventLoop:
             self.finished(r, self.now)
             return
         stamp_period(r, self.now, self.variable_period_s)
-        w = self.entry.router.pick(r.blocks)
+        w = self.entry.router.pick(r.blocks, self.now)
         if self.decode is not None:
-            r.decode_worker = self.decode.router.pick(r.blocks)
+            r.decode_worker = self.decode.router.pick(r.blocks, self.now)
         grammar = self.entry.grammar[w]
         if grammar is not None and r.schema >= 0 and not grammar.request(r, r.schema, self.now, not r.warmup):
             self._await_grammar(w)  # a cache miss waits in the grammar queue for its compile

@@ -1,4 +1,5 @@
-"""sglang-router policies over simulated workers (sgl-model-gateway `src/policies/*.rs`, router 0.3.2).
+"""Router policies over simulated workers (sgl-model-gateway `src/policies/*.rs`, router 0.3.2; SMG's
+prefix_hash and least_load are in `smg_policies`).
 
 cache_aware keeps an approximate prefix tree of the text each worker was sent. When loads are balanced it
 sends a request to the worker with the longest match if the match rate exceeds `--cache-threshold`
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from service.domain import RouterConfig
+from service.simulator.smg_policies import LeastLoad, PrefixHash, Probe
 
 CACHE_THRESHOLD, BALANCE_ABS, BALANCE_REL = 0.3, 64, 1.5
 
@@ -77,11 +79,22 @@ class Router:
         self.cache_threshold = cfg.cache_threshold if cfg.cache_threshold is not None else CACHE_THRESHOLD
         self.abs = cfg.balance_abs_threshold if cfg.balance_abs_threshold is not None else BALANCE_ABS
         self.rel = cfg.balance_rel_threshold if cfg.balance_rel_threshold is not None else BALANCE_REL
+        self.prefix_hash = PrefixHash(workers, cfg.extra) if policy == "prefix_hash" and workers else None
+        self.least_load = LeastLoad(workers, rng, cfg.extra) if policy == "least_load" and workers else None
 
-    def pick(self, blocks: Sequence[tuple[int, int]]) -> int:
-        """The worker for a request, counted in flight until `done`."""
+    def watch(self, probe: Probe) -> None:
+        """Where least_load polls each worker's waiting requests and KV usage."""
+        if self.least_load is not None:
+            self.least_load.probe = probe
+
+    def pick(self, blocks: Sequence[tuple[int, int]], now: float = 0.0) -> int:
+        """The worker for a request at simulated time `now`, counted in flight until `done`."""
         if self.workers == 1:
             choice = 0
+        elif self.prefix_hash is not None:
+            choice = self.prefix_hash.pick(blocks, self.inflight)
+        elif self.least_load is not None:
+            choice = self.least_load.pick(self.inflight, now)
         elif self.policy == "round_robin":
             choice, self.next = self.next, (self.next + 1) % self.workers
         elif self.policy == "random":
