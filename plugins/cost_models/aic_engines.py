@@ -8,9 +8,12 @@ and nearest size, and the mapping is reported in the step model's provenance.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import itertools
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,33 @@ from typing import Any
 
 from plugins.cost_models.shapes import FP8_QUANTIZATIONS
 from service import AttentionKind, Hardware, ModelSpec, ServerConfig, shipped_models
+
+# aiconfigurator-core's import name: its successor installs as `aisimulate_core` (0.12's `aiconfigurator_core`
+# warns that its name goes away), so the successor's name is tried first.
+AIC_MODULES = ("aisimulate_core", "aiconfigurator_core")
+
+
+def aic_module_name() -> str | None:
+    """The installed aiconfigurator-core module name, or None when neither is importable."""
+    for name in AIC_MODULES:
+        if name in sys.modules:
+            if sys.modules[name] is not None:
+                return name
+            continue
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except (ImportError, ValueError):
+            continue
+    return None
+
+
+def aic_import(path: str = "") -> Any:
+    """aiconfigurator-core's module `path` (e.g. "sdk.operations") under whichever name is installed."""
+    name = aic_module_name()
+    if name is None:
+        raise ImportError(f"none of {', '.join(AIC_MODULES)} is installed")
+    return importlib.import_module(f"{name}.{path}" if path else name)
 
 # aiconfigurator-core's system names for the GPUs it has SGLang data for.
 AIC_SYSTEMS: dict[str, str] = {"H100-SXM": "h100_sxm", "H200-SXM": "h200_sxm"}
@@ -171,10 +201,9 @@ def _answers(engine: Any) -> bool:
 
 
 def _compile(key: EngineKey, note: str) -> CompiledEngine:
-    from aiconfigurator_core import AicEngine
-    from aiconfigurator_core.sdk import compile_engine as aic_compile
-
     try:
+        AicEngine = aic_import().AicEngine
+        aic_compile = aic_import("sdk").compile_engine
         spec = aic_compile(key.model_path, key.system, "sglang", tp_size=key.tp, attention_dp_size=key.attention_dp,
                            moe_tp_size=key.moe_tp, moe_ep_size=key.moe_ep, gemm_quant_mode=key.gemm_quant,
                            moe_quant_mode=key.moe_quant, kvcache_quant_mode=key.kv_quant,
@@ -213,9 +242,9 @@ def gather_dispatch_ops_json(model: ModelSpec, server: ServerConfig) -> str | No
         return None
     tp, adp, moe_tp, moe_ep = parallel_layout(model, server)
     try:
-        import aiconfigurator_core.sdk.operations as aic_ops
-        from aiconfigurator_core.sdk import common
-        from aiconfigurator_core.sdk.engine import build_ops_json
+        aic_ops = aic_import("sdk.operations")
+        common = aic_import("sdk.common")
+        build_ops_json = aic_import("sdk.engine").build_ops_json
 
         quant = common.MoEQuantMode.fp8_block if fp8_block_experts(server) else None
         ops = [aic_ops.MoEDispatch(f"moe_{'pre' if pre else 'post'}_dispatch", model.num_layers, model.hidden_size,
@@ -300,9 +329,9 @@ def deepep_expert_swap(model: ModelSpec, server: ServerConfig) -> ExpertSwap | N
     ref_h, ref_i, ref_k, ref_e = DEEPEP_REFERENCE_SHAPE
     scale = (model.experts_per_token * model.hidden_size * inter) / (ref_k * ref_h * ref_i)
     try:
-        import aiconfigurator_core.sdk.operations as aic_ops
-        from aiconfigurator_core.sdk import common
-        from aiconfigurator_core.sdk.engine import build_ops_json
+        aic_ops = aic_import("sdk.operations")
+        common = aic_import("sdk.common")
+        build_ops_json = aic_import("sdk.engine").build_ops_json
 
         quant = common.MoEQuantMode.fp8_block
         fused = aic_ops.MoE("routed_experts", model.num_layers, model.hidden_size, inter, model.experts_per_token,

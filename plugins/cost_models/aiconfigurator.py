@@ -12,13 +12,13 @@ linearly between grid points: a case-1 round needs a few thousand engine calls a
 from __future__ import annotations
 
 import bisect
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from plugins.cost_models.aic_engines import (
     ExpertSwap,
+    aic_module_name,
     aic_system,
     compile_engine,
     deepep_expert_swap,
@@ -261,7 +261,7 @@ class AiconfiguratorCostModel(CostModel):
         self.fmha_quant = fmha_quant
 
     def available(self) -> bool:
-        return importlib.util.find_spec("aiconfigurator_core") is not None
+        return aic_module_name() is not None
 
     def supports(self, hardware: Hardware) -> bool:
         """Whether measured data exists for this GPU (other GPUs answer every step from the roofline)."""
