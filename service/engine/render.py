@@ -15,9 +15,10 @@ from service.engine.launch import LaunchCommand
 from service.engine.report import ReportRound, TuningReport
 from service.engine.slo import UNITS
 
-_COLUMNS: list[tuple[str, str, Callable[[RoundResult], float]]] = [
+_COLUMNS: list[tuple[str, str, Callable[[RoundResult], float | None]]] = [
     ("Output tok/s", "{:.0f}", lambda r: r.bench.output_throughput),
     ("req/s", "{:.2f}", lambda r: r.bench.request_throughput),
+    ("Goodput req/s", "{:.2f}", lambda r: r.bench.request_goodput),
     ("Median TTFT (ms)", "{:.0f}", lambda r: r.bench.median_ttft_ms),
     ("P99 TTFT (ms)", "{:.0f}", lambda r: r.bench.p99_ttft_ms),
     ("Median ITL (ms)", "{:.1f}", lambda r: r.bench.median_itl_ms),
@@ -69,7 +70,7 @@ def _rounds_table(report: TuningReport) -> list[str]:
         if line not in baselines and line is not None and (root := _measured(by_index.get(line))) is not None:
             baselines[line] = root
         cells = [str(round_.index), _technique_cell(round_)]
-        cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
+        cells += [_cell(fmt, read, result) for _, fmt, read in _COLUMNS]
         paired = _paired_change(round_.figures) if result else ""
         baseline = baselines.get(line)
         cells.append(paired or (_change(baseline, result) if baseline and result else "-"))
@@ -83,6 +84,11 @@ def _rounds_table(report: TuningReport) -> list[str]:
     if first is not None and last is not None and first is not last:
         lines.append("| Cumulative | | " + " | ".join("" for _ in _COLUMNS) + f" | {_change(first, last)} | | |")
     return lines
+
+
+def _cell(fmt: str, read: Callable[[RoundResult], float | None], result: RoundResult | None) -> str:
+    value = read(result) if result is not None else None
+    return "-" if value is None else fmt.format(value)
 
 
 def _technique_cell(round_: ReportRound) -> str:
@@ -201,7 +207,7 @@ def render_html(report: TuningReport) -> str:
     for round_ in report.rounds:
         result = _measured(round_)
         cells = [str(round_.index), _technique_cell(round_)]
-        cells += [fmt.format(read(result)) if result else "-" for _, fmt, read in _COLUMNS]
+        cells += [_cell(fmt, read, result) for _, fmt, read in _COLUMNS]
         cells += [round_.verdict or round_.state, round_.source or "-"]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     headline = "".join(f"<p>{html.escape(line.replace('**', ''))}</p>" for line in report.headline)

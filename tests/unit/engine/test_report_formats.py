@@ -95,4 +95,4 @@ def test_a_failed_round_shows_its_failure_not_zeros() -> None:
     failed = outcome.report.rounds[1]
     assert failed.verdict == "error" and failed.result.status.value != "ok"
     row = next(line for line in render_markdown(outcome.report).splitlines() if line.startswith("| 1 |"))
-    assert row == "| 1 | chunk 4096 | - | - | - | - | - | - | - | - | error | simulated |"
+    assert row == "| 1 | chunk 4096 | - | - | - | - | - | - | - | - | - | error | simulated |"
