@@ -16,7 +16,14 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e ".[aic]"
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# SMG (sgl-model-gateway) gets a virtualenv of its own inside this one: sglang-router 0.3.2 installs console
+# scripts named `smg` too. The local runner finds it at $(VENV)/smg/bin/python.
+$(VENV)/smg/.installed: constraints.txt
+	$(PYTHON) -m venv $(VENV)/smg
+	$(VENV)/smg/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt smg
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/smg/.installed
 	$(PIP) -e ".[aic,test]"
 	touch $@
 
