@@ -34,17 +34,21 @@ def register(main: click.Group) -> None:
               help="LOG is a trace in Mooncake's format: profile it, no tokenizer.")
 @click.option("--block-tokens", type=click.IntRange(min=1), default=TRACE_BLOCK_TOKENS, show_default=True,
               help="Tokens per hash id of the trace written or read.")
+@click.option("--chatml", is_flag=True,
+              help="Render chat messages as ChatML even when the tokenizer folder has the model's chat template "
+                   "(chat_template.jinja, or chat_template in tokenizer_config.json).")
 @click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
 def profile_command(log: Path, tokenizer_path: Path | None, strict: bool, page_size: int, trace_out: Path | None,
-                    is_trace: bool, block_tokens: int, as_json: bool) -> None:
+                    is_trace: bool, block_tokens: int, chatml: bool, as_json: bool) -> None:
     """Input/output length median and p95, prefix sharing rate, radix reuse, concurrency and request rate.
 
     LOG holds one JSON object per line with `prompt` (or `input`, or chat `messages`) and `completion`
     (or `output`, `response`), and optionally `timestamp`/`ts`/`start_time` with `end_time` or `latency`.
+    Chat messages are rendered with the model's chat template when the tokenizer folder has one, else ChatML.
     With --trace, LOG is a trace instead: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
     """
     measured = _trace_profile(log, block_tokens) if is_trace else _log_profile(
-        log, tokenizer_path, strict, page_size, trace_out, block_tokens)
+        log, tokenizer_path, strict, page_size, trace_out, block_tokens, not chatml)
     for error in measured.errors:
         click.echo(f"skipped {error}", err=True)
     if measured.skipped_lines > len(measured.errors):
@@ -58,13 +62,13 @@ def profile_command(log: Path, tokenizer_path: Path | None, strict: bool, page_s
 
 
 def _log_profile(log: Path, tokenizer_path: Path | None, strict: bool, page_size: int, trace_out: Path | None,
-                 block_tokens: int) -> MeasuredProfile:
+                 block_tokens: int, chat_template: bool) -> MeasuredProfile:
     if tokenizer_path is None:
         raise click.UsageError("a request log needs --tokenizer (the model's tokenizer.json); pass --trace if LOG is "
                                "a trace")
     try:
         return profile_log(log, tokenizer_path, strict=strict, page_size=page_size, trace_out=trace_out,
-                           block_tokens=block_tokens)
+                           block_tokens=block_tokens, chat_template=chat_template)
     except (ProfileError, TokenizerNotFound) as err:
         raise click.ClickException(str(err)) from err
 

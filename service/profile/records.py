@@ -4,13 +4,15 @@ One JSON object per line. The prompt is `prompt` or `input` (a string), or `mess
 a list of `{"role", "content"}` where content is a string or a list of `{"type": "text", "text"}` parts).
 The completion is `completion`, `output` or `response` (a string, or an OpenAI response object with
 `choices[0].text` or `choices[0].message.content`); for `messages` without one, a final assistant message is
-the completion. Timing is optional: the start is `timestamp`, `ts` or `start_time`, the end is `end_time` or
+the completion. Messages are rendered in ChatML, or by the model's own chat template when one is given
+(`service.profile.chat_template`). Timing is optional: the start is `timestamp`, `ts` or `start_time`, the end is `end_time` or
 the start plus `latency` (seconds); times are epoch seconds or ISO 8601 strings (naive ones read as UTC).
 Blank lines are ignored; any other line that does not fit is malformed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -40,6 +42,11 @@ class LogRecord(msgspec.Struct, frozen=True):
     completion: str
     start: float | None = None
     end: float | None = None
+    templated: bool = False  # rendered by the model's chat template: tokenized without added tokens
+
+
+# Renders (role, content) messages as prompt pieces; raises ValueError for a conversation it refuses.
+ChatRenderer = Callable[[list[tuple[str, str]]], list[str]]
 
 
 def render_message(role: str, content: str) -> str:
@@ -56,8 +63,8 @@ MESSAGE_END = "<|im_end|>\n"
 GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 
-def parse_line(line: int, raw: bytes) -> LogRecord | None:
-    """Parse one log line; None for a blank line.
+def parse_line(line: int, raw: bytes, chat: ChatRenderer | None = None) -> LogRecord | None:
+    """Parse one log line; None for a blank line. `chat` renders messages (ChatML when None).
 
     Raises:
         MalformedLine: When the line is not a JSON object with a prompt, a completion and valid times.
@@ -68,21 +75,21 @@ def parse_line(line: int, raw: bytes) -> LogRecord | None:
         typed = _TYPED_LINE.decode(raw)
     except msgspec.DecodeError:  # also a type mismatch; the general path names the problem
         typed = None
-    record = _typed_record(line, typed) if typed is not None else None
-    return record if record is not None else _general_record(line, raw)
+    record = _typed_record(line, typed, chat) if typed is not None else None
+    return record if record is not None else _general_record(line, raw, chat)
 
 
-def _general_record(line: int, raw: bytes) -> LogRecord:
+def _general_record(line: int, raw: bytes, chat: ChatRenderer | None = None) -> LogRecord:
     try:
         obj = msgspec.json.decode(raw)
     except msgspec.DecodeError as err:
         raise MalformedLine(line, f"not valid JSON ({err})") from None
     if not isinstance(obj, dict):
         raise MalformedLine(line, "not a JSON object")
-    pieces, trailing_answer = _prompt_pieces(line, obj)
+    pieces, trailing_answer, templated = _prompt_pieces(line, obj, chat)
     completion = _completion(line, obj, trailing_answer)
     start, end = _times(line, obj)
-    return LogRecord(line, pieces, completion, start, end)
+    return LogRecord(line, pieces, completion, start, end, templated)
 
 
 class _TypedMessage(msgspec.Struct):
@@ -113,10 +120,11 @@ class _TypedLine(msgspec.Struct):
 _TYPED_LINE = msgspec.json.Decoder(_TypedLine)
 
 
-def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
+def _typed_record(line: int, obj: _TypedLine, chat: ChatRenderer | None) -> LogRecord | None:
     """The record the general path would build, or None when the line needs the general path."""
     completions = [c for c in (obj.completion, obj.output, obj.response) if c is not UNSET]
     answer = None
+    templated = False
     prompt = obj.prompt if obj.prompt is not UNSET else obj.input
     if prompt is not UNSET:
         pieces = [prompt]
@@ -124,7 +132,7 @@ def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
         turns = [(m.role, m.content or "") for m in obj.messages]
         if turns[-1][0] == "assistant" and not completions:
             answer = turns.pop()[1]
-        pieces = chat_pieces(turns)
+        pieces, templated = _rendered(line, turns, chat), chat is not None
     else:
         return None
     completion = _completion_text(completions[0]) if completions else answer
@@ -132,7 +140,7 @@ def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
         return None
     start_key = next((k for k in START_KEYS if getattr(obj, k) not in (None, UNSET)), None)
     if start_key is None:
-        return LogRecord(line, pieces, completion)
+        return LogRecord(line, pieces, completion, templated=templated)
     start = _instant(line, start_key, getattr(obj, start_key))
     end = None
     if obj.end_time not in (None, UNSET):
@@ -141,15 +149,15 @@ def _typed_record(line: int, obj: _TypedLine) -> LogRecord | None:
         end = start + obj.latency
     if end is not None and end < start:
         raise MalformedLine(line, "the request ends before it starts")
-    return LogRecord(line, pieces, completion, start, end)
+    return LogRecord(line, pieces, completion, start, end, templated)
 
 
-def _prompt_pieces(line: int, obj: dict[str, Any]) -> tuple[list[str], str | None]:
+def _prompt_pieces(line: int, obj: dict[str, Any], chat: ChatRenderer | None) -> tuple[list[str], str | None, bool]:
     for key in PROMPT_KEYS:
         if key in obj:
             if not isinstance(obj[key], str):
                 raise MalformedLine(line, f"`{key}` is not a string")
-            return [obj[key]], None
+            return [obj[key]], None, False
     messages = obj.get("messages")
     if messages is None:
         raise MalformedLine(line, "no `prompt`, `input` or `messages`")
@@ -159,7 +167,16 @@ def _prompt_pieces(line: int, obj: dict[str, Any]) -> tuple[list[str], str | Non
     answer = None
     if turns[-1][0] == "assistant" and not any(k in obj for k in COMPLETION_KEYS):
         answer = turns.pop()[1]
-    return chat_pieces(turns), answer
+    return _rendered(line, turns, chat), answer, chat is not None
+
+
+def _rendered(line: int, turns: list[tuple[str, str]], chat: ChatRenderer | None) -> list[str]:
+    if chat is None:
+        return chat_pieces(turns)
+    try:
+        return chat(turns)
+    except ValueError as err:
+        raise MalformedLine(line, str(err)) from None
 
 
 def chat_pieces(turns: list[tuple[str, str]]) -> list[str]:

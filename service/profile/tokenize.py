@@ -74,9 +74,19 @@ class SegmentTokenizer:
         """Load from a folder holding tokenizer.json or from the file itself."""
         return cls(load_tokenizer(path))
 
-    def encode_prompts(self, prompts: Sequence[Sequence[str]]) -> list[TokenIds]:
-        """Token ids (uint32) of each prompt, given as text pieces, with the post-processor's special tokens."""
-        return self._encode(prompts, with_special=True)
+    def encode_prompts(self, prompts: Sequence[Sequence[str]], templated: Sequence[bool] = ()) -> list[TokenIds]:
+        """Token ids (uint32) of each prompt, given as text pieces, with the post-processor's special tokens.
+
+        A prompt marked in `templated` was rendered by the model's chat template, which writes its own special
+        tokens: it gets none added (as `apply_chat_template` tokenizes).
+        """
+        if not any(templated):
+            return self._encode(prompts, with_special=True)
+        ids = self._encode(prompts, with_special=False)
+        plain = [i for i, rendered in enumerate(templated) if not rendered] + list(range(len(templated), len(prompts)))
+        for i, with_special in zip(plain, self._encode([prompts[i] for i in plain], with_special=True), strict=True):
+            ids[i] = with_special
+        return ids
 
     def encode_texts(self, texts: Iterable[str]) -> list[TokenIds]:
         """Token ids (uint32) of plain texts such as completions, without special tokens."""
