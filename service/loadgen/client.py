@@ -11,7 +11,8 @@ The stream is read as server-sent events, as a proxy in front of SGLang may send
 `: keep-alive`, `:ping`) and blank keep-alive lines are skipped, `id:` and `retry:` fields ignored, and an
 event's `data:` lines are joined and dispatched at the blank line that ends it; events of another type
 than the default (`event: ping`) carry no tokens. None of them reads the clock, so keep-alives never
-move TTFT or an ITL gap. A line that is no SSE field at all fails the request.
+move TTFT or an ITL gap, and only `data:` lines count as progress for the stall watchdog: a proxy's
+keep-alives do not hide a stalled server. A line that is no SSE field at all fails the request.
 """
 
 from __future__ import annotations
@@ -120,22 +121,27 @@ _IGNORED_FIELDS = frozenset({"id", "retry"})
 _TOKEN_EVENTS = frozenset({"", "message", "error"})
 
 
-def _read_line(state: _StreamState, line: str, backend: str, clock: Callable[[], float]) -> None:
-    """One line of the event stream: a field of the current event, a comment, or the blank line ending it."""
+def _read_line(state: _StreamState, line: str, backend: str, clock: Callable[[], float]) -> bool:
+    """One line of the event stream: a field of the current event, a comment, or the blank line ending it.
+
+    Returns whether the line carried data: keep-alives are no sign that the server is making progress.
+    """
     line = line.rstrip("\r\n")
     if not line.strip():
         _dispatch(state, backend, clock)
-        return
+        return False
     if line.startswith(":"):
-        return  # a comment: a proxy's keep-alive
+        return False  # a comment: a proxy's keep-alive
     name, _, value = line.partition(":")
     value = value[1:] if value.startswith(" ") else value
     if name == "data":
         state.data.append(value)
-    elif name == "event":
+        return True
+    if name == "event":
         state.event = value.strip()
     elif name not in _IGNORED_FIELDS:
         raise ValueError(f"unexpected line in the event stream: {line[:80]!r}")
+    return False
 
 
 def _dispatch(state: _StreamState, backend: str, clock: Callable[[], float]) -> None:
@@ -177,8 +183,7 @@ async def send_request(client: httpx.AsyncClient, base_url: str, backend: str, r
                 outcome.error = f"HTTP {response.status_code}: {body[:200]}"
                 return outcome
             async for line in response.aiter_lines():
-                _read_line(state, line, backend, clock)
-                if on_progress is not None:
+                if _read_line(state, line, backend, clock) and on_progress is not None:
                     on_progress()
             _dispatch(state, backend, clock)  # an event the stream ended without a blank line after
     except (httpx.HTTPError, ValueError) as exc:

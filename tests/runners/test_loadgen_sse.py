@@ -134,3 +134,16 @@ def test_a_last_event_without_its_blank_line_still_counts() -> None:
 def test_faults_behind_a_proxy_fail_the_request_with_the_reason(pieces: list[bytes], reason: str) -> None:
     outcome, _, _ = send(pieces)
     assert not outcome.success and reason in outcome.error
+
+
+def test_only_data_counts_as_progress_so_keep_alives_cannot_hide_a_stalled_server() -> None:
+    ticks: list[None] = []
+    pieces = [b": keep-alive\n\n", b":ping\n", b"\n", native(1), b": keep-alive\n\n", b"id: 2\n", native(2), DONE]
+
+    async def go() -> RequestOutcome:
+        async with SSEServer(pieces) as server, httpx.AsyncClient() as client:
+            return await send_request(client, server.url, "sglang", REQUEST, model="m",
+                                      on_progress=lambda: ticks.append(None))
+
+    assert asyncio.run(go()).success
+    assert len(ticks) == 3  # two token events and [DONE]
