@@ -2,7 +2,8 @@
 
 Kinds (service.SLO's Objective): `latency` prefers a lower tail (p99 TTFT) within the SLO, `throughput`
 maximises output tokens per second, `deadline` minimises completion hours, `cost` minimises cost per 1M
-output tokens, `failure_rate` minimises failures. Failure rate comes first whatever the objective
+output tokens, `failure_rate` minimises failures, `goodput` maximises requests per second within the SLO's
+per-request bounds. Failure rate comes first whatever the objective
 (casebook, Structured Output API).
 """
 
@@ -30,6 +31,13 @@ def objective_change(objective: Objective, comparison: Comparison, changes: list
     if objective.kind == "throughput":
         return by_key["output_throughput"]
     base, cand = averaged(comparison.baseline.results), averaged(comparison.candidate.results)
+    if objective.kind == "goodput":
+        good = (base.bench.request_goodput, cand.bench.request_goodput)
+        if good[0] is None or good[1] is None:
+            return by_key["request_throughput"]
+        # Goodput is a request rate: it carries the request throughput's relative noise.
+        spec = msgspec.structs.replace(THROUGHPUT[1], label="goodput", key="request_throughput")
+        return judge([comparison.raw(spec, values=(good[0], good[1]))], comparison.settings)[0]
     if objective.kind == "deadline":
         values = (completion_hours(base, slo), completion_hours(cand, slo))
         label, unit = "completion time", "h"
@@ -215,14 +223,15 @@ def objective_override(verdict: Verdict, objective: Objective,
     """A verdict the cost objective imposes over the pattern's, with its phrase; None when it agrees.
 
     A cheaper configuration that holds the SLO is what the cost objective asks for, even when throughput
-    falls (fewer GPUs); a dearer one is rolled back even when throughput rises.
+    falls (fewer GPUs); a dearer one is rolled back even when throughput rises. Goodput likewise: more
+    requests served within the SLO's per-request bounds is what the goodput objective asks for.
     """
-    if objective.kind != "cost" or change is None:
+    if objective.kind not in ("cost", "goodput") or change is None:
         return None
     if change.direction is Direction.BETTER and not verdict.keeps_candidate():
-        return Verdict.ACCEPT, "accepted: the cost objective comes first within the SLO"
+        return Verdict.ACCEPT, f"accepted: the {objective.kind} objective comes first within the SLO"
     if change.direction is Direction.WORSE and verdict.keeps_candidate():
-        return Verdict.ROLLBACK, "rolled back: the cost objective comes first"
+        return Verdict.ROLLBACK, f"rolled back: the {objective.kind} objective comes first"
     return None
 
 

@@ -70,7 +70,22 @@ def check_ranges(scenario: Scenario) -> list[ValidationIssue]:
     for index, group in enumerate(scenario.deployment.groups):
         issues += out_of_range(server_checks(f"deployment.groups[{index}].server", group.server))
         issues += _chunked_prefill(f"deployment.groups[{index}].server", group.server)
-    return issues + _length_order(scenario.workload) + _documents(scenario.workload)
+    return issues + _length_order(scenario.workload) + _documents(scenario.workload) + _max_load(scenario)
+
+
+def _max_load(scenario: Scenario) -> list[ValidationIssue]:
+    """A max-load search needs a target to hold: a latency percentile or the failure rate."""
+    if scenario.bench.max_load is None:
+        return []
+    slo = scenario.slo
+    held = (slo.ttft_p95_ms, slo.ttft_p99_ms, slo.ttft_median_ms, slo.itl_median_ms, slo.itl_p99_ms,
+            slo.e2e_p95_ms, slo.failure_rate_max)
+    if any(target is not None for target in held):
+        return []
+    return [ValidationIssue(field="bench.max_load",
+                            message="a max-load search finds the highest load at which the SLO holds, but [slo] "
+                                    "sets no latency or failure-rate target",
+                            hint="set one in [slo], e.g. ttft_p95_ms = 1000, or drop [bench.max_load]")]
 
 
 def bench_checks(bench: BenchSpec) -> list[Check]:

@@ -13,6 +13,7 @@ import msgspec
 from service.cli.checks import refuse_invalid
 from service.domain import BenchSpec, RoundResult
 from service.engine import round_context
+from service.engine.max_load import run_round
 from service.plugin_host import PluginHost
 from service.scenario import InputFileError, load_scenario
 
@@ -44,7 +45,7 @@ def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model
     context = round_context(host, scenario, cost_model)  # the one choice `tune` and the service make too
     received: list[signal.Signals] = []
     try:
-        result = asyncio.run(_until_stopped(chosen.run_round(scenario, seed=seed, context=context), received))
+        result = asyncio.run(_until_stopped(run_round(chosen, scenario, seed=seed, context=context), received))
     except asyncio.CancelledError:
         sig = received[0] if received else signal.SIGTERM
         click.echo(f"round stopped by {sig.name}; the runner stopped what it had started", err=True)
@@ -111,6 +112,20 @@ def _summary(result: RoundResult, bench: BenchSpec) -> str:
         f"token_usage {s.token_usage:.2f}  cache_hit_rate {s.cache_hit_rate:.2f}  "
         f"num_retracted_requests_total {s.num_retracted_requests_total}",
     ]
+    if b.request_goodput is not None and b.slo_attainment is not None:
+        bounds = " ".join(f"{key}:{value:g}" for key, value in (b.goodput_slos_ms or {}).items())
+        lines.append(f"Request goodput (req/s):          {b.request_goodput:.2f}  (SLO attainment "
+                     f"{b.slo_attainment:.1%}; per-request bounds ms {bounds})")
+    if bench.max_load is not None:
+        held = "none" if b.max_load_under_slo is None else f"{b.max_load_under_slo:g}"
+        lines.append(f"Max load under the SLO ({bench.max_load.over}): {held}")
+    tiers = s.cache_hit_rate_by_tier
+    if tiers:
+        lines.append("cache hits by tier: " + "  ".join(f"{tier} {share:.2f}" for tier, share in tiers.items()))
+    if s.eplb_balancedness is not None:
+        lines.append(f"eplb_balancedness {s.eplb_balancedness:.3f} (mean/max expert load per GPU)")
+    if s.missing:
+        lines.append(f"missing: {', '.join(s.missing)}")
     if result.cost_per_1m_output_tokens is not None:
         lines.append(f"Cost ($/1M output tokens):        {result.cost_per_1m_output_tokens:.2f}")
     lines.extend(f"note: {n}" for n in result.notes)

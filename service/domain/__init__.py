@@ -5,6 +5,7 @@ from service.domain.bench import (
     TRACE_BLOCK_TOKENS,
     BenchFigures,
     BenchSpec,
+    MaxLoadSearch,
     ProcessRecord,
     Provenance,
     RequestSamples,
@@ -51,7 +52,7 @@ from service.domain.workload import (
 
 __all__ = [
     "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "mean_result", "slo_checks",
-    "GOODPUT_METRICS", "goodput", "goodput_slos",
+    "GOODPUT_METRICS", "MaxLoadSearch", "goodput", "goodput_slos",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
     "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",

@@ -74,6 +74,33 @@ class TraceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         return self.records[:served], self.records[served:served + measured]
 
 
+class MaxLoadSearch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`[bench.max_load]`: find the highest load at which the SLO still holds, by a bounded search.
+
+    Each probe is a benchmark at one load (`max_concurrency`, or Poisson `request_rate` in req/s) with the
+    round's seed; the SLO holds when every latency target and the failure-rate target are met on the
+    probe's figures. The round reports the highest passing probe: its figures, its goodput, and the load as
+    `BenchFigures.max_load_under_slo`. At most `probes` probes run: `low`, `high`, then bisection between the
+    highest pass and the lowest miss until they are within `tolerance` of each other (one request for
+    concurrency).
+    """
+
+    over: Literal["concurrency", "request_rate"] = "concurrency"
+    low: float = 1.0
+    high: float = 256.0
+    probes: int = 8
+    tolerance: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not 0 < self.low < self.high:
+            raise ValueError(f"bench.max_load: low ({self.low:g}) must be above 0 and below high ({self.high:g}); "
+                             "set low < high")
+        if not 2 <= self.probes <= 16:
+            raise ValueError(f"bench.max_load.probes is {self.probes}; set 2 to 16 (each probe is one benchmark)")
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"bench.max_load.tolerance is {self.tolerance:g}; set a fraction such as 0.05")
+
+
 class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One benchmark round, mirroring `python -m sglang.bench_serving` flags.
 
@@ -103,6 +130,7 @@ class BenchSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # bench_serving's --warmup-requests, which repeats the first prompt.
     warm_prompts: int = 0
     trace: TraceSpec | None = None
+    max_load: MaxLoadSearch | None = None
 
     def __post_init__(self) -> None:
         if self.dataset == "trace" and self.trace is None:
@@ -197,6 +225,9 @@ class BenchFigures(msgspec.Struct, kw_only=True, omit_defaults=False):
     request_goodput: float | None = None
     slo_attainment: float | None = None
     goodput_slos_ms: dict[str, float] | None = None
+    # `[bench.max_load]`: the highest load probed at which the SLO held (concurrency or req/s), None when
+    # it failed even at the lowest probe.
+    max_load_under_slo: float | None = None
 
 
 class ServerMetrics(msgspec.Struct, kw_only=True):

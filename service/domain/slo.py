@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-ObjectiveKind = Literal["latency", "throughput", "deadline", "cost", "failure_rate"]
+ObjectiveKind = Literal["latency", "throughput", "deadline", "cost", "failure_rate", "goodput"]
 
 
 class SLO(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -27,7 +27,11 @@ class SLO(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
 
 
 class Objective(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What to maximise once the SLO holds (casebook: latency, throughput, deadline, cost, failure rate)."""
+    """What to maximise once the SLO holds (casebook: latency, throughput, deadline, cost, failure rate).
+
+    `goodput` maximises the requests per second that meet the SLO's per-request bounds (`goodput_slos`);
+    with `[bench.max_load]`, that is the goodput at the highest load the SLO holds.
+    """
 
     kind: ObjectiveKind = "throughput"
     target: float | None = None

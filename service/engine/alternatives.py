@@ -43,7 +43,8 @@ def objective_figure(objective: Objective, slo: SLO, results: list[RoundResult])
 
     Latency is judged on p99 TTFT (the tail the casebook's latency rounds cut), throughput and deadline
     on output tokens per second, cost on cost per 1M output tokens (output throughput when the runner
-    reports no cost), failure rate on the failure rate.
+    reports no cost), failure rate on the failure rate, goodput on requests per second within the SLO's
+    per-request bounds (output throughput when the round has no goodput).
     """
     mean = mean_result(results)
     kind = objective.kind
@@ -53,6 +54,8 @@ def objective_figure(objective: Objective, slo: SLO, results: list[RoundResult])
         return "cost per 1M output tokens ($)", mean.cost_per_1m_output_tokens, False
     if kind == "failure_rate":
         return "failure rate", mean.failure_rate, False
+    if kind == "goodput" and mean.bench.request_goodput is not None:
+        return "goodput (req/s)", mean.bench.request_goodput, True
     if kind == "deadline":
         hours = completion_hours(mean, slo)
         if hours is not None:

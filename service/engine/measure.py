@@ -6,6 +6,7 @@ import msgspec
 
 from service.components import RoundContext, Runner
 from service.domain import Provenance, RoundResult, RoundStatus, Scenario, Source, mean_result
+from service.engine.max_load import run_round
 
 __all__ = ["mean_result", "measure"]
 
@@ -28,7 +29,7 @@ async def measure(runner: Runner, scenario: Scenario, *, seeds: list[int],
 
 async def _repeat(runner: Runner, scenario: Scenario, seed: int, context: RoundContext | None) -> RoundResult:
     try:
-        result = await runner.run_round(scenario, seed=seed, context=context)
+        result = await run_round(runner, scenario, seed=seed, context=context)
     except Exception as exc:  # runners should not raise for a measurement failure; if one does, fail closed
         source = Source.MEASURED if runner.capabilities.measures_real_gpus else Source.SIMULATED
         return RoundResult(status=RoundStatus.FAILED, error=f"{type(exc).__name__}: {exc}", error_phase="runner",

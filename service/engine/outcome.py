@@ -72,4 +72,6 @@ def objective_met(objective: Objective, slo: SLO, results: list[RoundResult]) ->
         return hours is not None and hours <= target
     if objective.kind == "cost":
         return figure.cost_per_1m_output_tokens is not None and figure.cost_per_1m_output_tokens <= target
+    if objective.kind == "goodput":
+        return figure.bench.request_goodput is not None and figure.bench.request_goodput >= target
     return figure.failure_rate <= target

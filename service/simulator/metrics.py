@@ -100,8 +100,9 @@ def server_metrics(cluster: Cluster) -> ServerMetrics:
     grammar_on = any(g for pool in cluster.pools.values() for g in pool.grammar)
     tiers = None
     if rec.input_tokens:
-        tiers = {"device": (rec.cached_tokens - rec.host_tokens) / rec.input_tokens,
-                 "host": rec.host_tokens / rec.input_tokens}
+        tiers = {"device": (rec.cached_tokens - rec.host_tokens) / rec.input_tokens}
+        if any(pool.server.enable_hierarchical_cache for pool in cluster.pools.values()):
+            tiers["host"] = rec.host_tokens / rec.input_tokens
     # SGLang's balancedness is mean/max physical expert load per GPU rank (`eplb/expert_distribution.py`).
     ranks = [p.balance.rank_imbalance for p in cluster.pools.values()
              if p.balance is not None and p.server.ep_size > 1]

@@ -16,7 +16,7 @@ from service.domain import SLO, Decision, Objective, Pattern, RoundResult, Round
 from service.testing.rounds import make_round
 
 SLOS = [SLO(), SLO(ttft_p95_ms=4000, itl_median_ms=50, failure_rate_max=0.01)]
-OBJECTIVES = [Objective(kind=kind) for kind in ("latency", "throughput", "deadline", "cost", "failure_rate")]
+OBJECTIVES = [Objective(kind=kind) for kind in ("latency", "throughput", "deadline", "cost", "failure_rate", "goodput")]
 
 
 class PolicyContract:

@@ -34,3 +34,14 @@ def test_without_goodput_on_a_side_there_is_no_line() -> None:
     decision = CasebookPolicy().decide(baseline, candidate, SLO(ttft_p95_ms=800), Objective())
     assert not any(r.startswith("goodput") for r in decision.reasons)
     assert "request_goodput.candidate" not in decision.figures
+
+
+def test_the_goodput_objective_judges_goodput_not_output_throughput() -> None:
+    # Same traffic, same throughput; the candidate serves more of its requests within the SLO's bounds.
+    baseline = [_with_goodput(make_round(s), 2.0 + 0.02 * s, 0.60) for s in range(4)]
+    candidate = [_with_goodput(make_round(s), 3.0 + 0.02 * s, 0.90) for s in range(4)]
+    slo = SLO(ttft_p95_ms=5000, itl_median_ms=60)
+    by_goodput = CasebookPolicy().decide(baseline, candidate, slo, Objective(kind="goodput"))
+    by_throughput = CasebookPolicy().decide(baseline, candidate, slo, Objective(kind="throughput"))
+    assert by_goodput.verdict.keeps_candidate(), by_goodput.reasons
+    assert not by_throughput.verdict.keeps_candidate(), by_throughput.reasons
