@@ -42,6 +42,10 @@ CACHE_GAP = 0.10
 # Case 3 turned EAGLE3 off at 2.14 accepted of 6 (rate 0.357); case 1 kept it at 3.82 (rate 0.637).
 SPEC_ACCEPT_LENGTH_LOW = 2.5
 SPEC_ACCEPT_RATE_LOW = 0.5
+# "GPU 5, handling expert 47, was constantly busy": the MoE share of every step waits for the busiest
+# GPU rank. SGLang's eplb_balancedness is mean/max load per rank; below 0.8 the busiest rank carries 25%
+# more than the average.
+EPLB_BALANCEDNESS_LOW = 0.8
 # Tuning order: model selection gains "up to several times", parallelisation "2-3x"; a shortfall of 3x
 # or more is beyond what configuration alone recovers.
 MODEL_SELECTION_SHORTFALL = 3.0
@@ -108,6 +112,12 @@ RETRACTIONS = Rule(
     "Preemption occurs, actually slowing it down. Preempted requests are recomputed from scratch, wasting "
     "work. ... Monitor preempting warnings and token_usage above 0.95.",
     "Nightly Batch, Round 3 and Lessons Learned",
+)
+EXPERT_IMBALANCE = Rule(
+    "Expert 47 was chosen 7.2 times more often than average. GPU 5, handling expert 47, was constantly busy, "
+    "while GPU 28, handling expert 231, was idle. ... Enable EPLB to replicate popular experts across multiple "
+    "GPUs.",
+    "Large-scale MoE Serving, Round 2",
 )
 SPEC_ACCEPT = Rule(
     "Proposing 6 tokens and only accepting 2.14 while spending 28% of the cost means it's better to turn it off.",

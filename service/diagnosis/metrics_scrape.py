@@ -50,6 +50,8 @@ def parse_metrics_scrape(text: str) -> MetricsReading:
                 name = _unprefixed(sample.name)
                 if name is not None:
                     samples.setdefault(name, []).append(float(sample.value))
+                    if name == "cached_tokens_total" and sample.labels.get("cache_source"):
+                        samples.setdefault(f"{name}:{sample.labels['cache_source']}", []).append(float(sample.value))
     except ValueError as exc:
         raise DiagnosisInputError(
             f"metrics: the scrape is not Prometheus text format ({exc}); pass the body of "
@@ -60,7 +62,7 @@ def parse_metrics_scrape(text: str) -> MetricsReading:
             "metrics: no sglang: or sglang_ metric in the scrape; launch the server with --enable-metrics "
             "and pass the body of `curl http://HOST:PORT/metrics`."
         )
-    values = {name: _aggregate(name, series) for name, series in samples.items()}
+    values = {name: _aggregate(name.partition(":")[0], series) for name, series in samples.items()}
     return MetricsReading(values=values, server=_server_metrics(values), utilization=values.get("utilization"))
 
 
@@ -88,6 +90,21 @@ def _aggregate(name: str, series: list[float]) -> float:
     return sum(series) / len(series)
 
 
+def _mean_of(values: dict[str, float], name: str) -> float | None:
+    """A Summary's or Histogram's mean over the server's lifetime: `_sum / _count`."""
+    count = values.get(f"{name}_count")
+    return values.get(f"{name}_sum", 0.0) / count if count else None
+
+
+def _tiers(values: dict[str, float]) -> dict[str, float] | None:
+    prompt = values.get("prompt_tokens_total")
+    if not prompt:
+        return None
+    tiers = {tier: values[f"cached_tokens_total:{tier}"] / prompt for tier in ("device", "host", "storage", "total")
+             if values.get(f"cached_tokens_total:{tier}", 0.0) > 0}
+    return tiers or None
+
+
 def _server_metrics(values: dict[str, float]) -> ServerMetrics:
     retracted = values.get("num_retracted_requests_total", values.get("num_retracted_reqs", 0.0))
     grammar_mean = None
@@ -103,4 +120,9 @@ def _server_metrics(values: dict[str, float]) -> ServerMetrics:
         spec_accept_length=values.get("spec_accept_length"),
         spec_accept_rate=values.get("spec_accept_rate"),
         grammar_compile_time_mean_ms=grammar_mean,
+        cache_hit_rate_by_tier=_tiers(values),
+        eplb_balancedness=_mean_of(values, "eplb_balancedness"),
+        dp_attention_imbalance=_mean_of(values, "dp_attention_token_imbalance_ratio"),
+        kv_transfer_latency_ms=_mean_of(values, "kv_transfer_latency_ms"),
+        kv_transfer_speed_gb_s=_mean_of(values, "kv_transfer_speed_gb_s"),
     )

@@ -84,9 +84,15 @@ def cache_below_sharing(obs: Observed) -> Finding | None:
         id="cache_hit_below_sharing", step=7, severity="warning", kind="cause",
         title=f"cache_hit_rate {hit:.2f} is {sharing - hit:.2f} below the prefix sharing rate {sharing:.2f}: {why}",
         evidence={"cache_hit_rate": hit, "prefix_sharing_rate": sharing, "gap": round(sharing - hit, 3),
-                  "workers": obs.context.workers, "router_policy": obs.context.router_policy},
+                  "workers": obs.context.workers, "router_policy": obs.context.router_policy, **_tier_evidence(obs)},
         rule=rule.text, source=rule.source, technique=technique, alternatives=alternatives,
     )
+
+
+def _tier_evidence(obs: Observed) -> Evidence:
+    """The cached share of prompt tokens per tier (`sglang:cached_tokens_total` by `cache_source`)."""
+    tiers = obs.metrics.server.cache_hit_rate_by_tier if obs.metrics is not None else None
+    return {f"cached_share_{tier}": round(share, 4) for tier, share in (tiers or {}).items()}
 
 
 def _cache_technique(obs: Observed) -> tuple[str, list[str], str]:
@@ -146,8 +152,25 @@ def speculative_accept(obs: Observed) -> Finding | None:
     )
 
 
+def expert_imbalance(obs: Observed) -> Finding | None:
+    """Step 5 under EP: the busiest GPU rank's expert load (`sglang:eplb_balancedness`, mean/max per rank)."""
+    server = obs.metrics.server if obs.metrics is not None else None
+    balance = server.eplb_balancedness if server is not None else None
+    if balance is None or balance >= cb.EPLB_BALANCEDNESS_LOW:
+        return None
+    return Finding(
+        id="expert_imbalance", step=5, severity="warning", kind="cause",
+        title=f"eplb_balancedness {balance:.2f}: the busiest GPU rank carries {1 / balance:.1f}x the average expert "
+              "load and every MoE layer waits for it; enable EPLB (--enable-eplb with redundant experts).",
+        evidence={"eplb_balancedness": balance, "rank_imbalance": round(1 / balance, 3), "ep_size": obs.context.ep_size,
+                  "dp_attention_imbalance": server.dp_attention_imbalance if server is not None else None},
+        rule=cb.EXPERT_IMBALANCE.text, source=cb.EXPERT_IMBALANCE.source, technique=cb.MOE_PARALLELISM,
+    )
+
+
 def _flag(value: bool | None) -> str | None:
     return None if value is None else str(value).lower()
 
 
-SERVER_RULES = (queue_and_token_usage, scheduling_limit, cache_below_sharing, retractions, speculative_accept)
+SERVER_RULES = (queue_and_token_usage, expert_imbalance, scheduling_limit, cache_below_sharing, retractions,
+                speculative_accept)

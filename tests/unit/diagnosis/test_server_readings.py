@@ -106,3 +106,37 @@ def test_context_from_the_casebook_scenario_file() -> None:
     assert context.model_is_moe is False
     assert context.router_policy == "cache_aware"
     assert context.slo is not None and context.slo.ttft_p95_ms == 1000
+
+
+EP_SCRAPE = "\n".join([
+    "# TYPE sglang:eplb_balancedness summary",
+    'sglang:eplb_balancedness_count{tp_rank="0",moe_ep_rank="0",forward_mode="decode"} 400',
+    'sglang:eplb_balancedness_sum{tp_rank="0",moe_ep_rank="0",forward_mode="decode"} 220',
+    'sglang:eplb_balancedness_count{tp_rank="0",moe_ep_rank="0",forward_mode="extend"} 100',
+    'sglang:eplb_balancedness_sum{tp_rank="0",moe_ep_rank="0",forward_mode="extend"} 55',
+    "# TYPE sglang:prompt_tokens_total counter",
+    'sglang:prompt_tokens_total{model_name="m"} 10000',
+    "# TYPE sglang:cached_tokens_total counter",
+    'sglang:cached_tokens_total{model_name="m",cache_source="device"} 3000',
+    'sglang:cached_tokens_total{model_name="m",cache_source="host"} 1000',
+    "sglang:cache_hit_rate 0.4",
+]) + "\n"
+
+
+def test_unbalanced_experts_from_the_exported_balancedness_point_at_eplb() -> None:
+    result = diagnose(QUIET_BLOCK, EP_SCRAPE, None, context=DiagnosisContext(model_is_moe=True, ep_size=32))
+    finding = next(f for f in result.findings if f.id == "expert_imbalance")
+    # (220 + 55) / (400 + 100) = 0.55: the busiest rank carries 1.8x the average.
+    assert finding.evidence["eplb_balancedness"] == 0.55 and "1.8x" in finding.title
+    assert finding.technique == "moe_parallelism"
+    balanced = EP_SCRAPE.replace("} 220", "} 390").replace("} 55", "} 98")
+    again = diagnose(QUIET_BLOCK, balanced, None, context=DiagnosisContext(model_is_moe=True, ep_size=32))
+    assert "expert_imbalance" not in [f.id for f in again.findings]
+
+
+def test_cache_findings_carry_the_share_of_each_tier() -> None:
+    profile = WorkloadProfile(prefix_sharing_rate=0.75)
+    result = diagnose(QUIET_BLOCK, EP_SCRAPE, profile, context=DiagnosisContext(workers=1))
+    finding = next((f for f in result.findings if f.id == "cache_hit_below_sharing"), None)
+    assert finding is not None, [f.id for f in result.findings]
+    assert finding.evidence["cached_share_device"] == 0.3 and finding.evidence["cached_share_host"] == 0.1
