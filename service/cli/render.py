@@ -18,10 +18,12 @@ from service.scenario import InputFileError, load_scenario
 from service.scenario_check import check_scenario
 from service.sglang import (
     ROUTER,
+    ROUTER_PACKAGES,
     SGLANG,
     FlagSpec,
     Package,
     RenderRefused,
+    RouterPackage,
     UnknownVersionError,
     ValidationIssue,
     catalogue_versions,
@@ -116,15 +118,22 @@ def validate_command(scenario_path: Path, version: str | None, as_json: bool, al
 @click.argument("flag", required=False)
 @click.option("--sglang-version", "version", default=None,
               help="SGLang version (default: the newest catalogue).")
-@click.option("--router", "router", is_flag=True, help="Show sglang_router.launch_router flags instead.")
+@click.option("--router", "router", is_flag=True, help="Show the router's launch flags instead.")
+@click.option("--router-package", "router_package", type=click.Choice(ROUTER_PACKAGES), default=ROUTER,
+              show_default=True, help="With --router: sglang-router (sglang_router.launch_router) or smg "
+                                      "(sgl-model-gateway, smg.launch_router).")
+@click.option("--router-version", "router_version", default=None,
+              help="With --router: the router package's version (default: its newest catalogue).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def flags_command(flag: str | None, version: str | None, router: bool, as_json: bool) -> None:
-    """List the launch flags of one SGLang version, or show one FLAG in detail."""
+def flags_command(flag: str | None, version: str | None, router: bool, router_package: RouterPackage,
+                  router_version: str | None, as_json: bool) -> None:
+    """List the launch flags of one SGLang version (or router), or show one FLAG in detail."""
     try:
-        catalogue = router_catalogue() if router else load_catalogue(version or catalogue_versions()[-1])
+        catalogue = (router_catalogue(router_package, router_version) if router
+                     else load_catalogue(version or catalogue_versions()[-1]))
     except UnknownVersionError as exc:
         raise click.ClickException(str(exc)) from None
-    package: Package = ROUTER if router else SGLANG
+    package: Package = router_package if router else SGLANG
     if flag is not None and not flag.startswith("-"):
         flag = f"--{flag}"
     if flag is None:
@@ -141,9 +150,9 @@ def flags_command(flag: str | None, version: str | None, router: bool, as_json: 
 def _show_flag(flag: str, spec: FlagSpec | None, package_name: str, version: str, package: Package,
                as_json: bool) -> None:
     status = replacement_status(flag, load_catalogue(version)) if package == SGLANG else None
-    present = versions_with(flag, package) if package in (SGLANG, ROUTER) else []
+    present = versions_with(flag, package)
     if spec is None and status is None:
-        catalogue = load_catalogue(version) if package == SGLANG else router_catalogue()
+        catalogue = load_catalogue(version, package)
         nearest = catalogue.nearest(flag)
         hint = f"; did you mean {nearest}?" if nearest else ""
         raise click.ClickException(f"unknown flag {flag} for {package_name} {version}{hint}")

@@ -10,10 +10,12 @@
 
 from service.sglang.flags import (
     ROUTER,
+    ROUTER_PACKAGES,
     SGLANG,
     FlagCatalogue,
     FlagSpec,
     Package,
+    RouterPackage,
     UnknownVersionError,
     catalogue_versions,
     load_catalogue,
@@ -60,6 +62,8 @@ __all__ = [
     "render_scenario",
     "replacement_status",
     "router_catalogue",
+    "ROUTER_PACKAGES",
+    "RouterPackage",
     "validate_argv",
     "validate_deployment",
     "validate_flags",

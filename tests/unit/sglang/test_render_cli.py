@@ -72,3 +72,28 @@ def test_flags_shows_one_flag_with_its_status_and_lists_all():
     unknown = _run("flags", "--sglang-version", "0.5.23", "--enable-metrix")
     assert unknown.exit_code == 1 and "did you mean --enable-metrics" in unknown.output
     assert "known versions" in _run("flags", "--sglang-version", "9.9").output
+
+
+def test_render_prints_the_benchmark_command_for_the_versions_module():
+    new = _run("render", str(CODING_FINAL), "--sglang-version", "0.5.23")
+    assert new.exit_code == 0, new.output
+    bench = new.output.splitlines()[-1].split()
+    assert bench[:3] == ["python", "-m", "sglang.benchmark.serving"]
+    assert bench[bench.index("--base-url") + 1] == "http://127.0.0.1:30000"  # the router, not a worker
+    assert "--goodput" in bench and "--cache-report" in bench
+    old = _run("render", str(CODING_FINAL), "--sglang-version", "0.5.2")
+    assert old.exit_code == 0, old.output
+    assert old.output.splitlines()[-1].split()[:3] == ["python", "-m", "sglang.bench_serving"]
+    assert "--goodput" not in old.output
+    as_json = json.loads(_run("render", str(CODING_FINAL), "--sglang-version", "0.5.15", "--json").output)
+    assert as_json["bench"][:3] == ["python", "-m", "sglang.benchmark.serving"]
+
+
+def test_flags_lists_the_smg_router_and_its_policies():
+    listed = _run("flags", "--router", "--router-package", "smg")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.startswith("# smg 1.13.0:")
+    policy = _run("flags", "--router", "--router-package", "smg", "--policy")
+    assert "prefix_hash" in policy.output and "least_load" in policy.output
+    frozen = _run("flags", "--router", "--policy")
+    assert "prefix_hash" not in frozen.output and "present in: 0.3.2" in frozen.output
