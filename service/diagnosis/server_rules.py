@@ -103,7 +103,8 @@ def _cache_technique(obs: Observed) -> tuple[str, list[str], str]:
     if variable_front or tools_late:
         return cb.PROMPT_STRUCTURE, [cb.ROUTER_POLICY], "the prompt puts varying text before the shared part."
     workers = ctx.workers or 1
-    if workers > 1 and ctx.router_policy not in (None, "cache_aware"):
+    # cache_aware and SMG's prefix_hash both send a shared prefix where it is cached.
+    if workers > 1 and ctx.router_policy not in (None, "cache_aware", "prefix_hash"):
         return (cb.ROUTER_POLICY, [cb.PROMPT_STRUCTURE],
                 f"{workers} workers behind a {ctx.router_policy} router each prefill the same prefixes.")
     if workers == 1 and (ctx.tp_size or 1) > 1 and prefix.documents is not None:

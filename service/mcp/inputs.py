@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from service.domain import SLO, Hardware, WorkloadProfile
+from service.domain.deployment import RouterPolicy
 
 Text = Annotated[str, msgspec.Meta(max_length=1_000_000)]
 JobId = Annotated[str, msgspec.Meta(min_length=1, max_length=100, description="A job id from start_tuning_job.")]
@@ -59,7 +60,7 @@ class DiagnoseBenchmarkInput(_Input, kw_only=True):
     workers: Annotated[int, msgspec.Meta(ge=1)] | None = None
     tp_size: Annotated[int, msgspec.Meta(ge=1)] | None = None
     ep_size: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    router_policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] | None = None
+    router_policy: RouterPolicy | None = None
     server_log: Text | None = None
 
 
