@@ -132,6 +132,11 @@ class StepCostModel(ABC):
         """Steps this model could not answer from measured data and estimated analytically."""
         return 0
 
+    def memo_key(self) -> object | None:
+        """A hashable key under which this binding's answers may be shared by every step model of the process
+        that returns an equal key (answers depend only on the key and the step's arguments); None: never."""
+        return None
+
     # Optional refinements: cost models may override these; the defaults derive from the two steps above.
 
     def mixed_seconds(self, new_tokens: int, cached_tokens: int, requests: int, batch: int,

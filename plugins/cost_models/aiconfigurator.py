@@ -85,6 +85,12 @@ class AiconfiguratorStep(StepCostModel):
     def fallback_steps(self) -> int:
         return self.fallbacks
 
+    def memo_key(self) -> object:
+        # Engines are compiled once per process and per compile key (fmha quant included), so the engine's
+        # identity and the roofline's key fix every answer.
+        return ("aiconfigurator", id(self.engine) if self.engine is not None else None, self.fallback.memo_key(),
+                self.source, self.reason)
+
     def describe(self) -> str:
         if self.engine is None:
             return f"aiconfigurator unavailable ({self.reason}); every step from the physical roofline"

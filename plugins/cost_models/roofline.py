@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import msgspec
+
 from plugins.cost_models.shapes import StepShape
 from service import CostModel, GpuSpec, Hardware, ModelSpec, ServerConfig, StepCostModel
 
@@ -268,6 +270,11 @@ class RooflineStep(StepCostModel):
                   expert_flops / (self.peak_flops * DECODE_MATH_EFFICIENCY))
         moe += self.moe_alltoall_seconds(max(batch, 1), prefill=False)
         return min(moe / self.decode_physical(max(batch, 1), max(context_tokens, 0)), 1.0)
+
+    def memo_key(self) -> object:
+        s = self.shape
+        return ("roofline", self.clock, msgspec.json.encode(s.model), msgspec.json.encode(s.server),
+                msgspec.json.encode(self.hardware))
 
     def describe(self) -> str:
         clock = {CASEBOOK_CLOCK: "the casebook's clock (x8)", PHYSICAL_CLOCK: "physical clock"}.get(

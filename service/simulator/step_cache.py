@@ -8,7 +8,10 @@ analytical model is remembered with it, so fallback counts stay per step.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from service.components import StepCostModel
@@ -24,23 +27,63 @@ def snap(value: int) -> int:
     return int(round(math.exp(round(math.log(value) / _STEP) * _STEP)))
 
 
+# Bindings whose answers are kept for the life of the process, least recently used first.
+SHARED_BINDINGS = 256
+
+
+@dataclass
+class Memo:
+    """One binding's answers: the step model that computed them and (seconds, fell back) per snapped shape."""
+
+    inner: StepCostModel
+    decode: dict[tuple[int, int], tuple[float, bool]] = field(default_factory=dict)
+    prefill: dict[tuple[int, int, int], tuple[float, bool]] = field(default_factory=dict)
+    speculative: dict[tuple[int, ...], tuple[float, bool]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_SHARED: OrderedDict[object, Memo] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_memo(inner: StepCostModel) -> Memo:
+    """The process's memo for `inner`'s binding (its `memo_key`), or a memo of its own when it has no key."""
+    key = inner.memo_key()
+    if key is None:
+        return Memo(inner)
+    with _SHARED_LOCK:
+        memo = _SHARED.get(key)
+        if memo is None:
+            memo = _SHARED[key] = Memo(inner)
+            if len(_SHARED) > SHARED_BINDINGS:
+                _SHARED.popitem(last=False)
+        _SHARED.move_to_end(key)
+        return memo
+
+
 class CachedStepCost(StepCostModel):
-    """Wraps a StepCostModel; answers are identical for equal snapped shapes."""
+    """Wraps a StepCostModel; answers are identical for equal snapped shapes.
+
+    Step models with equal `memo_key`s share one memo (and the step model that fills it) for the life of the
+    process, so the workers of a round and every later round ask the cost model once per shape.
+    """
 
     name: ClassVar[str] = "cached"
 
     def __init__(self, inner: StepCostModel) -> None:
-        self.inner = inner
-        self._decode: dict[tuple[int, int], tuple[float, bool]] = {}
-        self._prefill: dict[tuple[int, int, int], tuple[float, bool]] = {}
-        self._speculative: dict[tuple[int, ...], tuple[float, bool]] = {}
+        memo = self._memo = shared_memo(inner)
+        self.inner = memo.inner
+        self._decode = memo.decode
+        self._prefill = memo.prefill
+        self._speculative = memo.speculative
         self.calls = 0
         self.fallbacks = 0
 
     def _ask(self, fn: Callable[..., float], *args: int) -> tuple[float, bool]:
-        before = self.inner.fallback_steps()
-        seconds = fn(*args)
-        return float(seconds), self.inner.fallback_steps() > before
+        with self._memo.lock:
+            before = self.inner.fallback_steps()
+            seconds = fn(*args)
+            return float(seconds), self.inner.fallback_steps() > before
 
     def decode_seconds(self, batch: int, context_tokens: int) -> float:
         key = (snap(batch), snap(context_tokens))
