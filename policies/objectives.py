@@ -206,10 +206,17 @@ def _stability_tradeoff(changes: list[MetricChange], slo: SLO, objective: Object
     if not named:
         return Verdict.ROLLBACK, "rolled back: no latency SLO pays for the lost throughput"
     loss = group_state(changes, "throughput", pessimistic=pessimistic).largest_loss
-    if loss == 0.0:
-        # No throughput lost: the drop pays for a latency rise the SLO gate already holds within target.
-        return Verdict.KEEP_TRADEOFF, "kept for the latency SLO"
     paid = [c for c in changes if c.spec.key in named and c.direction is Direction.BETTER]
+    if loss == 0.0:
+        # No throughput lost: one latency traded for another, the rise held within target by the SLO gate.
+        # The trade is worth a change only when what fell is a figure the SLO or objective names: mixed
+        # chunking that cuts p99 ITL by 44% for +0.5 ms median TTFT, under a TTFT-tail and median-ITL SLO,
+        # buys nothing anyone asked for (the warming pattern's rule, `_tail_only`).
+        if paid:
+            return Verdict.KEEP_TRADEOFF, "kept for the latency SLO"
+        fell = ", ".join(describe(c) for c in changes if c.direction is Direction.BETTER
+                         and c.spec.group != "throughput")
+        return Verdict.ROLLBACK, f"rolled back: the latency that fell ({fell}) is not one the SLO names"
     gain = max((abs(c.change) for c in paid), default=0.0)
     if gain >= settings.tail_tradeoff_change and gain > loss:
         return Verdict.KEEP_TRADEOFF, "kept for the latency SLO"
