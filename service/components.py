@@ -98,6 +98,15 @@ class Runner(ABC):
                         context: RoundContext | None = None) -> RoundResult:
         """Run the scenario's bench against its deployment; never raise for a measurement failure."""
 
+    async def parallel_rounds(self, scenario: Scenario, context: RoundContext | None = None) -> int:
+        """How many rounds of deployments the size of `scenario`'s this runner can measure at once.
+
+        The engine measures a technique's alternatives and a round's repeats concurrently up to this many,
+        each `run_round` call on its own deployment, and decides on them in the order a sequential run
+        would. The default, 1, measures one round after another (one host's GPUs hold one deployment).
+        """
+        return 1
+
 
 class Policy(ABC):
     """Judges a candidate round against the baseline: pure and deterministic."""

@@ -47,6 +47,7 @@ from service.engine.journal import NullJournal, RoundJournal
 from service.engine.measure import mean_result
 from service.engine.outcome import TuningOutcome, build_outcome, objective_met
 from service.engine.overrides import with_playbook_bench, with_playbook_quality
+from service.engine.parallel import Prefetch
 from service.engine.quality import check_quality, gate_required
 from service.engine.resume import resume_state
 from service.engine.slo import policy_slo_checks
@@ -91,6 +92,7 @@ class TuningEngine(RoundMeasurer):
         self.journal: RoundJournal = journal or NullJournal()
         self.state = EngineState(accepted=scenario)
         self._models: dict[str, ModelSpec] = {}
+        self.prefetch = Prefetch(parts.runner, parts.round_context)
         self._init_stop()
 
     # -- the job ------------------------------------------------------------------------------------------
@@ -101,6 +103,7 @@ class TuningEngine(RoundMeasurer):
         move_job(self.job, JobState.RUNNING)
         await self._event("job_started", message=f"{self.playbook.name} on {self.initial.name}")
         try:
+            await self.prefetch.size_for(self.initial)
             ending = await self._walk()
         except Stopped:
             ending = self._stop_ending()
@@ -115,6 +118,8 @@ class TuningEngine(RoundMeasurer):
             raise failure.error from None  # the job cannot go on here (lease lost, pipe closed): no ending
         except Exception as exc:
             ending = Ending(JobState.FAILED, f"the tuning engine raised {type(exc).__name__}: {exc}")
+        finally:
+            await self.prefetch.drain()  # nothing measured ahead outlives the job
         return await self._finish(ending)
 
     async def resume(self, history: list[Round]) -> TuningOutcome:
@@ -247,16 +252,39 @@ class TuningEngine(RoundMeasurer):
         Each alternative is journaled as measured as soon as it is, so a restart mid-group keeps it.
         """
         trials: list[Trial] = []
+        await self.prefetch.size_for(self.state.accepted)
         for delta in deltas:
-            if trials and self._stop_reason() is not None:
-                break  # the budget ran out or measurement keeps failing: judge what was measured
-            trial = await self._try(delta)
-            if trial is not None:
-                trials.append(trial)
-                if trial.results:
-                    failed = trial.decision.verdict is Verdict.ERROR
-                    self.state.errors_in_a_row = self.state.errors_in_a_row + 1 if failed else 0
+            candidate = self._to_measure(delta)
+            if candidate is not None:
+                self.prefetch.start(candidate, self.seeds())
+        try:
+            for delta in deltas:
+                if trials and self._stop_reason() is not None:
+                    break  # the budget ran out or measurement keeps failing: judge what was measured
+                trial = await self._try(delta)
+                if trial is not None:
+                    trials.append(trial)
+                    if trial.results:
+                        failed = trial.decision.verdict is Verdict.ERROR
+                        self.state.errors_in_a_row = self.state.errors_in_a_row + 1 if failed else 0
+        finally:
+            self.prefetch.discard()  # alternatives the walk stopped before are not measured to the end
         await self._decide_group(trials)
+
+    def _to_measure(self, delta: ConfigDelta) -> Scenario | None:
+        """The candidate `_try` will measure for `delta`, or None when it will reuse, resume or refuse it."""
+        if delta_key(delta) in self.state.awaiting_decision:
+            return None
+        try:
+            candidate = apply_delta(self.state.accepted, delta)
+        except DeltaError:
+            return None
+        if fingerprint(candidate) in self.state.measured or self._refusal(candidate):
+            return None
+        if gate_required(delta, self.playbook.require_quality_for) and not check_quality(
+                delta, self.state.accepted, self.state.accepted.quality, self.playbook.quality_tolerance).passed:
+            return None
+        return candidate
 
     async def _decide_group(self, trials: list[Trial]) -> None:
         winner = pick_winner(trials, self.initial.slo, self.initial.objective, self.parts.policy)

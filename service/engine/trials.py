@@ -18,7 +18,6 @@ import msgspec
 from service.domain import Decision, JobState, Pattern, Round, RoundResult, RoundState, RoundStatus, Scenario, Verdict
 from service.engine.ending import Ending
 from service.engine.events import JobEvent
-from service.engine.measure import measure
 from service.engine.states import move_round
 
 if TYPE_CHECKING:
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from service.engine.budget import Budget
     from service.engine.journal import RoundJournal
     from service.engine.loop import EngineParts
+    from service.engine.parallel import Prefetch
     from service.engine.state import EngineState
 
 
@@ -57,6 +57,7 @@ class RoundMeasurer:
     initial: Scenario
     seed: int
     repeats: int
+    prefetch: Prefetch
 
     def _init_stop(self) -> None:
         self._stop: Ending | None = None
@@ -133,12 +134,12 @@ class RoundMeasurer:
     async def measure_seeds(self, scenario: Scenario, seeds: list[int]) -> list[RoundResult]:
         """One result per seed, charged to the budget; stops at the first failed repeat or a stop request."""
         results: list[RoundResult] = []
+        self.prefetch.start(scenario, seeds)  # a runner with room for several rounds measures them at once
         for seed in seeds:
             self.check_stop()
             self._measuring = True
             try:
-                [result] = await measure(self.parts.runner, scenario, seeds=[seed],
-                                         context=self.parts.round_context)
+                result = await self.prefetch.take(scenario, seed)
             finally:
                 self._measuring = False
             self.budget.charge([result], scenario.deployment.total_gpus())
@@ -160,7 +161,14 @@ class RoundMeasurer:
         first = len(results)
         limit = self.repeats * MAX_REPEAT_FACTOR
         while ((decision.verdict is Verdict.INCONCLUSIVE or decision.unsettled) and len(results) < limit
-               and self.budget.exhausted() is None and await self._baseline_seeds(len(results) + self.repeats)):
+               and self.budget.exhausted() is None):
+            have = len(self.state.baseline)
+            wanted = len(results) + self.repeats
+            if have < wanted:
+                self.prefetch.start(self.state.accepted, self.seeds(have, wanted - have))
+            self.prefetch.start(candidate, self.seeds(len(results)))
+            if not await self._baseline_seeds(wanted):
+                break
             results = [*results, *await self.measure_seeds(candidate, self.seeds(len(results)))]
             decision = self._decide(results)
         if len(results) > first:
