@@ -31,11 +31,15 @@ def register(main: click.Group) -> None:
 @click.option("--policy", default=None, help="Decision policy (default: the playbook's, else casebook).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; repeats use seed, seed+1, ...")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Repeats per round (overrides playbook).")
+@click.option("--parallel", type=click.IntRange(min=1), default=None,
+              help="Most rounds measured at once (default: as many as the runner holds; 1: one after another). "
+                   "The decisions are the same either way.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of Markdown.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write the Markdown report to this file (with --json: JSON on stdout, Markdown here).")
 def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | None, policy: str | None,
-                 seed: int, repeats: int | None, as_json: bool, markdown_path: str | None) -> None:
+                 seed: int, repeats: int | None, parallel: int | None, as_json: bool,
+                 markdown_path: str | None) -> None:
     """Tune a deployment round by round: propose, benchmark, keep or roll back, as the casebook does."""
     host = PluginHost()
     try:
@@ -48,7 +52,7 @@ def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | Non
     refuse_invalid(scenario, scenario_path or playbook.scenario)  # before any round: exit 2 naming the field
     try:
         outcome = asyncio.run(run_playbook(host, playbook, scenario, runner=runner, policy=policy, seed=seed,
-                                           repeats=repeats, callback=_progress_printer()))
+                                           repeats=repeats, callback=_progress_printer(), parallel=parallel))
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
     # The same report the service stores and serves for a job of this playbook and seed.

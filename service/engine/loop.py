@@ -78,7 +78,8 @@ class TuningEngine(RoundMeasurer):
 
     def __init__(self, parts: EngineParts, playbook: Playbook, scenario: Scenario, *, seed: int = 0,
                  repeats: int | None = None, callback: EventCallback | None = None,
-                 job_id: str | None = None, journal: RoundJournal | None = None) -> None:
+                 job_id: str | None = None, journal: RoundJournal | None = None,
+                 parallel: int | None = None) -> None:
         self.parts = parts
         self.playbook = playbook
         self.seed = seed
@@ -92,7 +93,7 @@ class TuningEngine(RoundMeasurer):
         self.journal: RoundJournal = journal or NullJournal()
         self.state = EngineState(accepted=scenario)
         self._models: dict[str, ModelSpec] = {}
-        self.prefetch = Prefetch(parts.runner, parts.round_context)
+        self.prefetch = Prefetch(parts.runner, parts.round_context, limit=parallel)
         self._init_stop()
 
     # -- the job ------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ each as it comes, so its decisions, its budget accounting and its journal are th
 on the same seeds; only the wall time changes. What the walk no longer needs (the budget ran out, a repeat
 failed, the job was stopped) is cancelled, and a result that was already in is discarded unseen.
 
-With a width of 1 nothing is started ahead: each measurement runs when the walk reaches it.
+With a width of 1 nothing is started ahead: each measurement runs when the walk reaches it. A job's own
+limit (`tune --parallel N`) caps the runner's answer.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ __all__ = ["Prefetch"]
 class Prefetch:
     """Measurements of (scenario, seed) started ahead of the walk, at most `width` running at once."""
 
-    def __init__(self, runner: Runner, context: RoundContext | None) -> None:
+    def __init__(self, runner: Runner, context: RoundContext | None, *, limit: int | None = None) -> None:
         self.runner = runner
         self.context = context
+        self.limit = limit
         self.width = 1
         self._slots = asyncio.Semaphore(1)
         self._tasks: dict[tuple[str, int], asyncio.Task[RoundResult]] = {}
@@ -40,7 +42,7 @@ class Prefetch:
             width = int(await self.runner.parallel_rounds(scenario, self.context))
         except Exception:  # a runner that cannot say how much room it has measures one round at a time
             width = 1
-        self.width = max(1, width)
+        self.width = max(1, min(width, self.limit) if self.limit is not None else width)
         self._slots = asyncio.Semaphore(self.width)
         return self.width
 

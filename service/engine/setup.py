@@ -48,9 +48,12 @@ def candidate_refusal(candidate: Scenario) -> list[str]:
 async def run_playbook(host: Any, playbook: Playbook, scenario: Scenario, *, runner: str | None = None,
                        policy: str | None = None, seed: int = 0, repeats: int | None = None,
                        callback: EventCallback | None = None, journal: RoundJournal | None = None,
-                       job_id: str | None = None) -> TuningOutcome:
-    """Run `playbook` on `scenario` with the host's components and return the outcome."""
+                       job_id: str | None = None, parallel: int | None = None) -> TuningOutcome:
+    """Run `playbook` on `scenario` with the host's components and return the outcome.
+
+    `parallel` caps how many rounds run at once (default: as many as the runner holds; 1: one by one).
+    """
     parts = parts_from_host(host, playbook, scenario, runner=runner, policy=policy)
     engine = TuningEngine(parts, playbook, scenario, seed=seed, repeats=repeats, callback=callback,
-                          journal=journal, job_id=job_id)
+                          journal=journal, job_id=job_id, parallel=parallel)
     return await engine.run()

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import ClassVar
 
 import msgspec
@@ -116,3 +121,17 @@ def test_the_simulated_runner_on_two_processes_reports_as_on_one(monkeypatch: py
         reports[processes] = report_markdown(asyncio.run(engine.run()))
         assert runner.processes == int(processes)
     assert reports["2"] == reports["1"]
+
+
+def test_tune_reports_the_same_with_parallel_1_as_with_every_core(tmp_path: Path) -> None:
+    # The CLI as a user runs it: `--parallel 1` measures one round after another; the default runs the
+    # simulated runner's rounds on every core. Same Markdown report, apart from the job id.
+    cli = Path(sys.executable).with_name("sglang-tuner")
+    reports = []
+    for extra in (["--parallel", "1"], []):
+        out = tmp_path / f"report{len(reports)}.md"
+        subprocess.run([str(cli), "tune", "--playbook", "coding-assistant", "--markdown", str(out), "--json",
+                        *extra], check=True, capture_output=True, env={**os.environ,
+                                                                       "SGLANG_TUNER_SIMULATED_PROCESSES": "2"})
+        reports.append(re.sub(r"Job `[0-9a-f]+`", "Job `id`", out.read_text()))
+    assert "Job `id`" in reports[0] and reports[1] == reports[0]
