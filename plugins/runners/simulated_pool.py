@@ -13,8 +13,11 @@ every round in the service's process, one after another).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -68,7 +71,8 @@ def _executor(size: int) -> ProcessPoolExecutor:
         if _pool is None or _pool_size != size:
             if _pool is not None:
                 _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = ProcessPoolExecutor(max_workers=size, mp_context=multiprocessing.get_context("spawn"))
+            _pool = ProcessPoolExecutor(max_workers=size, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_die_with_parent, initargs=(os.getpid(),))
             _pool_size = size
         return _pool
 
@@ -83,6 +87,15 @@ async def simulate_elsewhere(scenario: Scenario, seed: int | None, context: Roun
 
 
 _worker_models: dict[str, CostModel] | None = None
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the worker (Linux): SIGKILL when the process that owns the pool dies; exit if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _work(payload: bytes, seed: int | None, names: list[str], cost_model: str | None) -> bytes:

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -135,3 +136,50 @@ def test_tune_reports_the_same_with_parallel_1_as_with_every_core(tmp_path: Path
                                                                        "SGLANG_TUNER_SIMULATED_PROCESSES": "2"})
         reports.append(re.sub(r"Job `[0-9a-f]+`", "Job `id`", out.read_text()))
     assert "Job `id`" in reports[0] and reports[1] == reports[0]
+
+
+def test_worker_processes_die_with_a_tune_killed_mid_job() -> None:
+    cli = Path(sys.executable).with_name("sglang-tuner")
+    job = subprocess.Popen([str(cli), "tune", "--playbook", "moe-at-scale", "--json"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env={**os.environ, "SGLANG_TUNER_SIMULATED_PROCESSES": "2"})
+    try:
+        workers: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.5)
+            workers = [pid for pid in children(job.pid) if b"spawn_main" in cmdline(pid)]
+        assert len(workers) == 2, "the job never started its two worker processes"
+    finally:
+        job.kill()
+        job.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in workers if alive(pid)]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
