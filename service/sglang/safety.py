@@ -61,6 +61,54 @@ def _danger(kind: DangerKind, reason: str) -> Danger:
 
 
 # Reviewed against the help texts of every shipped catalogue (tests/unit/sglang/test_safety.py keeps it so).
+# The routers' shared flags (SMG grew out of sglang-router and keeps its options), then SMG's own.
+ROUTER_DANGERS: dict[str, Danger] = {
+    "--mcp-config-path": _danger("reads_files", "reads an MCP configuration and connects to its servers"),
+    "--chat-template": _danger("reads_files", "reads a template file from any path"),
+    "--tls-cert-path": _danger("reads_files", "reads a certificate from any path"),
+    "--tls-key-path": _danger("reads_files", "reads a private key from any path"),
+    "--client-cert-path": _danger("reads_files", "reads a certificate from any path"),
+    "--client-key-path": _danger("reads_files", "reads a private key from any path"),
+    "--ca-cert-paths": _danger("reads_files", "reads certificates from any path"),
+    "--oracle-wallet-path": _danger("reads_files", "reads a wallet from any path"),
+    "--log-dir": _danger("writes_files", "writes log files to any folder"),
+    "--postgres-db-url": _danger("network", "connects to a database"),
+    "--redis-url": _danger("network", "connects to a database"),
+    "--oracle-connect-descriptor": _danger("network", "connects to a database"),
+    "--oracle-tns-alias": _danger("network", "connects to a database"),
+    "--otlp-traces-endpoint": _danger("network", "sends traces to any endpoint"),
+    "--jwt-issuer": _danger("network", "fetches OIDC discovery documents"),
+    "--jwt-jwks-uri": _danger("network", "fetches signing keys from any URL"),
+    "--service-discovery": _danger("network", "watches the Kubernetes API for workers"),
+}
+SMG_DANGERS: dict[str, Danger] = {
+    "--mesh-tls-ca-cert": _danger("reads_files", "reads a certificate from any path"),
+    "--mesh-tls-cert": _danger("reads_files", "reads a certificate from any path"),
+    "--mesh-tls-key": _danger("reads_files", "reads a private key from any path"),
+    "--discovery-file": _danger("reads_files", "reads the worker list from a file at any path"),
+    "--schema-config": _danger("reads_files", "reads a YAML file from any path and may migrate the database"),
+    "--priority-scheduler-config": _danger("reads_files", "reads a YAML file from any path"),
+    "--tenant-rate-limit-config": _danger("reads_files", "reads a YAML file from any path"),
+    "--enable-wasm": _danger("runs_code", "loads WebAssembly modules"),
+    "--storage-hook-wasm-path": _danger("runs_code", "runs a WebAssembly component from any path"),
+    "--enable-rl": _danger("network", "lets clients fan engine control calls (weight updates) out to workers"),
+    "--jemalloc-prof-dir": _danger("writes_files", "writes heap profiles to any folder"),
+    "--enable-mesh": _danger("network", "listens for and joins other routers' mesh"),
+    "--mesh-peer-urls": _danger("network", "connects to mesh peers at any address"),
+    "--mm-allow-private-media-hosts": _danger("network", "fetches client-named media from private addresses"),
+}
+ROUTER_VALUE_DANGERS: dict[tuple[str, str], Danger] = {
+    ("--backend", "openai"): _danger("network", "forwards requests to an external OpenAI endpoint"),
+    ("--history-backend", "oracle"): _danger("network", "stores history in an external database"),
+    ("--history-backend", "postgres"): _danger("network", "stores history in an external database"),
+    ("--history-backend", "redis"): _danger("network", "stores history in an external database"),
+}
+SMG_VALUE_DANGERS: dict[tuple[str, str], Danger] = {
+    ("--backend", "anthropic"): _danger("network", "forwards requests to an external Anthropic endpoint"),
+    ("--discovery-provider", "kubernetes"): _danger("network", "watches the Kubernetes API for workers"),
+    ("--discovery-provider", "file"): _danger("reads_files", "reads the worker list from a file"),
+}
+
 DANGEROUS_FLAGS: dict[Package, dict[str, Danger]] = {
     SGLANG: {
         "--trust-remote-code": _danger("runs_code", "runs Python shipped in the model repository"),
@@ -118,58 +166,8 @@ DANGEROUS_FLAGS: dict[Package, dict[str, Danger]] = {
         "--kv-events-config": _danger("network", "publishes KV events to an endpoint"),
         "--decoupled-spec-connect-endpoints": _danger("network", "connects to peer endpoints"),
     },
-    ROUTER: {
-        "--mcp-config-path": _danger("reads_files", "reads an MCP configuration and connects to its servers"),
-        "--chat-template": _danger("reads_files", "reads a template file from any path"),
-        "--tls-cert-path": _danger("reads_files", "reads a certificate from any path"),
-        "--tls-key-path": _danger("reads_files", "reads a private key from any path"),
-        "--client-cert-path": _danger("reads_files", "reads a certificate from any path"),
-        "--client-key-path": _danger("reads_files", "reads a private key from any path"),
-        "--ca-cert-paths": _danger("reads_files", "reads certificates from any path"),
-        "--oracle-wallet-path": _danger("reads_files", "reads a wallet from any path"),
-        "--log-dir": _danger("writes_files", "writes log files to any folder"),
-        "--postgres-db-url": _danger("network", "connects to a database"),
-        "--redis-url": _danger("network", "connects to a database"),
-        "--oracle-connect-descriptor": _danger("network", "connects to a database"),
-        "--oracle-tns-alias": _danger("network", "connects to a database"),
-        "--otlp-traces-endpoint": _danger("network", "sends traces to any endpoint"),
-        "--jwt-issuer": _danger("network", "fetches OIDC discovery documents"),
-        "--jwt-jwks-uri": _danger("network", "fetches signing keys from any URL"),
-        "--service-discovery": _danger("network", "watches the Kubernetes API for workers"),
-    },
-    SMG: {
-        "--mcp-config-path": _danger("reads_files", "reads an MCP configuration and connects to its servers"),
-        "--chat-template": _danger("reads_files", "reads a template file from any path"),
-        "--tls-cert-path": _danger("reads_files", "reads a certificate from any path"),
-        "--tls-key-path": _danger("reads_files", "reads a private key from any path"),
-        "--client-cert-path": _danger("reads_files", "reads a certificate from any path"),
-        "--client-key-path": _danger("reads_files", "reads a private key from any path"),
-        "--ca-cert-paths": _danger("reads_files", "reads certificates from any path"),
-        "--mesh-tls-ca-cert": _danger("reads_files", "reads a certificate from any path"),
-        "--mesh-tls-cert": _danger("reads_files", "reads a certificate from any path"),
-        "--mesh-tls-key": _danger("reads_files", "reads a private key from any path"),
-        "--oracle-wallet-path": _danger("reads_files", "reads a wallet from any path"),
-        "--discovery-file": _danger("reads_files", "reads the worker list from a file at any path"),
-        "--schema-config": _danger("reads_files", "reads a YAML file from any path and may migrate the database"),
-        "--priority-scheduler-config": _danger("reads_files", "reads a YAML file from any path"),
-        "--tenant-rate-limit-config": _danger("reads_files", "reads a YAML file from any path"),
-        "--enable-wasm": _danger("runs_code", "loads WebAssembly modules"),
-        "--storage-hook-wasm-path": _danger("runs_code", "runs a WebAssembly component from any path"),
-        "--enable-rl": _danger("network", "lets clients fan engine control calls (weight updates) out to workers"),
-        "--log-dir": _danger("writes_files", "writes log files to any folder"),
-        "--jemalloc-prof-dir": _danger("writes_files", "writes heap profiles to any folder"),
-        "--postgres-db-url": _danger("network", "connects to a database"),
-        "--redis-url": _danger("network", "connects to a database"),
-        "--oracle-connect-descriptor": _danger("network", "connects to a database"),
-        "--oracle-tns-alias": _danger("network", "connects to a database"),
-        "--otlp-traces-endpoint": _danger("network", "sends traces to any endpoint"),
-        "--jwt-issuer": _danger("network", "fetches OIDC discovery documents"),
-        "--jwt-jwks-uri": _danger("network", "fetches signing keys from any URL"),
-        "--service-discovery": _danger("network", "watches the Kubernetes API for workers"),
-        "--enable-mesh": _danger("network", "listens for and joins other routers' mesh"),
-        "--mesh-peer-urls": _danger("network", "connects to mesh peers at any address"),
-        "--mm-allow-private-media-hosts": _danger("network", "fetches client-named media from private addresses"),
-    },
+    ROUTER: ROUTER_DANGERS,
+    SMG: {**ROUTER_DANGERS, **SMG_DANGERS},
 }
 
 # Values that change what an otherwise harmless flag does (allow them as "--flag=value").
@@ -180,21 +178,8 @@ DANGEROUS_VALUES: dict[Package, dict[tuple[str, str], Danger]] = {
         ("--load-format", "private"): _danger("runs_code", "loads weights with a private loader"),
         ("--hicache-storage-backend", "dynamic"): _danger("runs_code", "imports a storage backend class"),
     },
-    ROUTER: {
-        ("--backend", "openai"): _danger("network", "forwards requests to an external OpenAI endpoint"),
-        ("--history-backend", "oracle"): _danger("network", "stores history in an external database"),
-        ("--history-backend", "postgres"): _danger("network", "stores history in an external database"),
-        ("--history-backend", "redis"): _danger("network", "stores history in an external database"),
-    },
-    SMG: {
-        ("--backend", "openai"): _danger("network", "forwards requests to an external OpenAI endpoint"),
-        ("--backend", "anthropic"): _danger("network", "forwards requests to an external Anthropic endpoint"),
-        ("--history-backend", "oracle"): _danger("network", "stores history in an external database"),
-        ("--history-backend", "postgres"): _danger("network", "stores history in an external database"),
-        ("--history-backend", "redis"): _danger("network", "stores history in an external database"),
-        ("--discovery-provider", "kubernetes"): _danger("network", "watches the Kubernetes API for workers"),
-        ("--discovery-provider", "file"): _danger("reads_files", "reads the worker list from a file"),
-    },
+    ROUTER: ROUTER_VALUE_DANGERS,
+    SMG: {**ROUTER_VALUE_DANGERS, **SMG_VALUE_DANGERS},
 }
 
 # Flags whose help text matches REVIEW_PATTERN but that were reviewed and do nothing beyond serving.
