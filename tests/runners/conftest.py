@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,22 @@ EXAMPLES = ROOT / "examples" / "emulated"
 # Fast rounds: emulated time runs twice as fast as the GPU it stands for, deadlines sized for this machine.
 FAST = {"engine": "emulator", "time_scale": 0.5, "remap_ports": True,
         "deadlines": {"start": 30.0, "health": 30.0, "warmup": 30.0, "load": 60.0, "stall": 2.0, "teardown": 3.0}}
+
+
+CLI = [sys.executable, "-c", "from service.cli import main; main()"]
+# `sglang-tuner round` as CI runs it: the emulator, listeners on free loopback ports, emulated time twice as
+# fast as the GPU's.
+CLI_ENV = {"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_PORTS": "1",
+           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5"}
+
+
+def cli_round(example: str, *extra: str) -> dict[str, Any]:
+    """`sglang-tuner round examples/emulated/EXAMPLE --json EXTRA...` in a process of its own: its JSON result."""
+    done = subprocess.run([*CLI, "--log-level", "warning", "round", str(EXAMPLES / example), "--json", *extra],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **CLI_ENV})
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def settings(**overrides: Any) -> dict[str, Any]:

@@ -3,39 +3,24 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from .conftest import EXAMPLES, ROOT
+from .conftest import cli_round
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sglang_router") is None, reason="sglang-router is not installed")
 
-CLI = [sys.executable, "-c", "from service.cli import main; main()"]
-# CI runs: the emulator, listeners on free loopback ports, emulated time twice as fast as the GPU's.
-ENV = {"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_PORTS": "1",
-       "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5"}
 # Emulated vs simulated agreement (docs/runners.md, "Agreement with the simulator").
 RELATIVE = {"duration": 0.15, "output_throughput": 0.15, "median_itl_ms": 0.15, "median_ttft_ms": 0.25,
             "p99_ttft_ms": 0.25}
 CACHE_HIT_ABSOLUTE = 0.05
 
 
-def _round(example: str, *extra: str) -> dict[str, Any]:
-    done = subprocess.run([*CLI, "--log-level", "warning", "round", str(EXAMPLES / example), "--json", *extra],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **ENV})
-    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def local_rounds() -> dict[str, dict[str, Any]]:
-    return {policy: _round(f"two-workers-{policy}.toml", "--runner", "local")
+    return {policy: cli_round(f"two-workers-{policy}.toml", "--runner", "local")
             for policy in ("round-robin", "cache-aware")}
 
 
@@ -46,7 +31,7 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
 
 
 def test_both_examples_run_end_to_end_with_the_simulated_runners_keys(local_rounds: dict[str, Any]) -> None:
-    simulated = _round("two-workers-round-robin.toml", "--cost-model", "roofline")
+    simulated = cli_round("two-workers-round-robin.toml", "--cost-model", "roofline")
     for result in local_rounds.values():
         assert result["status"] == "ok", result.get("error")
         assert result["provenance"]["source"] == "emulated" and result["provenance"]["runner"] == "local"
@@ -63,7 +48,7 @@ def test_cache_aware_routing_raises_the_workers_hit_rate_and_lowers_ttft(local_r
 
 def test_local_and_simulated_rounds_agree(local_rounds: dict[str, Any]) -> None:
     local = local_rounds["round-robin"]
-    simulated = _round("two-workers-round-robin.toml", "--cost-model", "roofline")
+    simulated = cli_round("two-workers-round-robin.toml", "--cost-model", "roofline")
     for key, tolerance in RELATIVE.items():
         emulated, expected = local["bench"][key], simulated["bench"][key]
         assert abs(emulated - expected) <= tolerance * expected, f"{key}: local {emulated:.1f} vs simulated {expected:.1f}"

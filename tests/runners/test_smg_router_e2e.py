@@ -6,10 +6,7 @@ scripts named `smg` too.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -17,27 +14,17 @@ import pytest
 from plugins.runners.local.launch import smg_python
 from service import load_runner_settings
 
-from .conftest import EXAMPLES, ROOT
+from .conftest import cli_round
 
 SMG = smg_python(load_runner_settings())
 pytestmark = pytest.mark.skipif(SMG is None, reason="smg is not installed (make install-test puts it in .venv/smg)")
 
-CLI = [sys.executable, "-c", "from service.cli import main; main()"]
-ENV = {"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_PORTS": "1",
-       "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5"}
 CACHE_HIT_ABSOLUTE = 0.05
-
-
-def _round(example: str, *extra: str) -> dict[str, Any]:
-    done = subprocess.run([*CLI, "--log-level", "warning", "round", str(EXAMPLES / example), "--json", *extra],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **ENV})
-    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def smg_rounds() -> dict[str, dict[str, Any]]:
-    return {policy: _round(f"two-workers-smg-{policy}.toml", "--runner", "local")
+    return {policy: cli_round(f"two-workers-smg-{policy}.toml", "--runner", "local")
             for policy in ("prefix-hash", "least-load")}
 
 
@@ -55,7 +42,7 @@ def test_the_real_smg_binary_routes_both_policies(smg_rounds: dict[str, Any]) ->
 
 def test_prefix_hash_keeps_documents_on_their_worker_as_the_simulator_says(smg_rounds: dict[str, Any]) -> None:
     local = smg_rounds["prefix-hash"]["server"]["cache_hit_rate"]
-    simulated = _round("two-workers-smg-prefix-hash.toml", "--cost-model", "roofline")["server"]["cache_hit_rate"]
+    simulated = cli_round("two-workers-smg-prefix-hash.toml", "--cost-model", "roofline")["server"]["cache_hit_rate"]
     # Round-robin measures 0.53 on this workload (docs/runners.md); hashing the document keeps its cache.
     assert local > 0.6
     assert abs(local - simulated) <= CACHE_HIT_ABSOLUTE
