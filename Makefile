@@ -24,7 +24,7 @@ $(VENV)/smg/.installed: constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed $(VENV)/smg/.installed
-	$(PIP) -e ".[aic,test]"
+	$(PIP) -e ".[aic,ray,test]"
 	touch $@
 
 install: $(VENV)/.installed
