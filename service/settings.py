@@ -36,6 +36,8 @@ class PhaseDeadlines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         stall: The longest the load may go without any token while requests are outstanding (a dead
             scheduler behind a `/health` that still answers 200).
         teardown: SIGTERM to the whole process group, then SIGKILL after this grace period.
+        placement: The `ray` runner: how long a round waits for its placement group while the cluster is
+            busy with other rounds.
     """
 
     start: float = 600.0
@@ -45,6 +47,7 @@ class PhaseDeadlines(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     load: float = 3600.0
     stall: float = 300.0
     teardown: float = 10.0
+    placement: float = 600.0
 
 
 class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -83,6 +86,9 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         allow_wildcard_bind: Let a round listen on every interface (`0.0.0.0` or `::` as `router.host`, the
             router's `--prometheus-host` or a node host); refused otherwise, and warned about in the round's
             notes when allowed.
+        ray_address: The `ray` runner's cluster: `ray://head:10001`, `auto`, or `local` (a throwaway cluster
+            on this host with fake GPU nodes sized for the scenario); empty means `RAY_ADDRESS`, else `local`.
+        ray_local_nodes: Nodes of the `local` throwaway cluster (0: the scenario's `hardware.nodes`).
     """
 
     allow_flags: list[str] = msgspec.field(default_factory=list)
@@ -103,6 +109,8 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     retraction_storm_per_request: float = 1.0
     state_dir: str = ""
     allow_wildcard_bind: bool = False
+    ray_address: str = ""
+    ray_local_nodes: int = 0
 
     def url_allowed(self, url: str) -> bool:
         """Whether the attach allowlist admits `url` (a full match of one pattern)."""
@@ -129,6 +137,8 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             values[field] = _BOOL_WORDS.get(raw.strip().lower(), False)
         elif field in ("time_scale", "retraction_storm_per_request"):
             values[field] = float(raw)
+        elif field == "ray_local_nodes":
+            values[field] = int(raw)
         else:
             values[field] = raw
     for phase in PhaseDeadlines.__struct_fields__:

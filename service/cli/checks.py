@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -28,3 +29,13 @@ def refuse_invalid(scenario: Scenario, source: str | Path | None = None) -> None
     except ScenarioRefused as exc:
         where = f"{source}: " if source else ""
         raise ScenarioRefusedError(f"{where}{exc}") from None
+
+
+RAY_ADDRESS_ENV = "SGLANG_TUNER_RUNNER_RAY_ADDRESS"
+
+
+def use_ray_address(address: str | None) -> None:
+    """`--ray-address`: the runner setting `ray_address` for every round of this command (its environment
+    form, which the runner settings read as any other layer)."""
+    if address:
+        os.environ[RAY_ADDRESS_ENV] = address

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from service.cli.checks import refuse_invalid
+from service.cli.checks import refuse_invalid, use_ray_address
 from service.domain import BenchSpec, RoundResult
 from service.engine import round_context
 from service.engine.max_load import run_round
@@ -29,9 +29,14 @@ def register(main: click.Group) -> None:
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's bench seed).")
 @click.option("--cost-model", default=None,
               help="Cost model for simulated step times (default: aiconfigurator where it has data, else roofline).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="The ray runner's cluster: ray://head:10001, auto, or local (a throwaway cluster on this host); "
+                   "default: the runner setting ray_address, else RAY_ADDRESS, else local.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole RoundResult as JSON.")
-def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model: str | None, as_json: bool) -> None:
+def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model: str | None,
+                  ray_address: str | None, as_json: bool) -> None:
     """Run one benchmark round of SCENARIO.toml and print bench_serving's figures."""
+    use_ray_address(ray_address)
     try:
         scenario = load_scenario(scenario_path)
     except InputFileError as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from service.cli.checks import refuse_invalid
+from service.cli.checks import refuse_invalid, use_ray_address
 from service.components import Playbook
 from service.engine import JobEvent, render_markdown, report_json, run_playbook
 from service.playbooks import InputFileError, check_playbook, load_playbook, playbook_scenario
@@ -34,13 +34,17 @@ def register(main: click.Group) -> None:
 @click.option("--parallel", type=click.IntRange(min=1), default=None,
               help="Most rounds measured at once (default: as many as the runner holds; 1: one after another). "
                    "The decisions are the same either way.")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="The ray runner's cluster: ray://head:10001, auto, or local (a throwaway cluster on this host); "
+                   "default: the runner setting ray_address, else RAY_ADDRESS, else local.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of Markdown.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write the Markdown report to this file (with --json: JSON on stdout, Markdown here).")
 def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | None, policy: str | None,
-                 seed: int, repeats: int | None, parallel: int | None, as_json: bool,
+                 seed: int, repeats: int | None, parallel: int | None, ray_address: str | None, as_json: bool,
                  markdown_path: str | None) -> None:
     """Tune a deployment round by round: propose, benchmark, keep or roll back, as the casebook does."""
+    use_ray_address(ray_address)
     host = PluginHost()
     try:
         playbook = _resolve_playbook(host, playbook_ref)

@@ -6,6 +6,7 @@ from service.domain.bench import (
     BenchFigures,
     BenchSpec,
     MaxLoadSearch,
+    PlacementRecord,
     ProcessRecord,
     Provenance,
     RequestSamples,
@@ -57,7 +58,8 @@ __all__ = [
     "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
     "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
-    "ProcessRecord", "Provenance", "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus",
+    "PlacementRecord", "ProcessRecord", "Provenance",
+    "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus",
     "RouterConfig", "ServerConfig", "ServerMetrics", "SLOCheck", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
     "WorkerGroup", "WorkloadProfile", "dtype_bytes", "gpu_spec", "place_workers", "resolve_model",
 ]

@@ -164,6 +164,17 @@ class ProcessRecord(msgspec.Struct, frozen=True, kw_only=True):
     argv: list[str] = msgspec.field(default_factory=list)
 
 
+class PlacementRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one worker process of a round ran on a cluster: the node and the GPUs it was given."""
+
+    worker: str
+    node_id: str = ""
+    node_ip: str = ""
+    gpus: list[str] = msgspec.field(default_factory=list)
+    placement_group: str = ""
+    bundle: int = 0
+
+
 class Provenance(msgspec.Struct, kw_only=True):
     """How a round's figures were obtained."""
 
@@ -183,6 +194,8 @@ class Provenance(msgspec.Struct, kw_only=True):
     note: str = ""
     # What the runner started for the round (the `local` runner's workers and router), in launch order.
     processes: list[ProcessRecord] = msgspec.field(default_factory=list)
+    # Which cluster node and GPUs ran which worker (the `ray` runner), in launch order.
+    placement: list[PlacementRecord] = msgspec.field(default_factory=list)
 
 
 class BenchFigures(msgspec.Struct, kw_only=True, omit_defaults=False):
