@@ -6,6 +6,7 @@ Adapters (CLI, API, MCP, workers) build an `EngineParts` from a plugin host with
 """
 
 from service.engine.budget import Budget
+from service.engine.charts import ReportCharts, build_charts, replayed_charts
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.ending import Ending
 from service.engine.events import EventCallback, EventSink, JobEvent
@@ -30,8 +31,8 @@ def report_markdown(outcome: TuningOutcome) -> str:
 __all__ = [
     "DEFAULT_POLICY", "DEFAULT_RUNNER", "MAX_CONSECUTIVE_ERRORS", "MAX_REPEAT_FACTOR", "Budget", "DeltaError",
     "Ending", "EngineParts", "EventCallback", "EventSink", "JobEvent", "LaunchCommand", "MemoryJournal",
-    "NullJournal", "QualityVerdict", "RoundJournal", "SkippedStep", "TuningEngine", "TuningOutcome", "TuningReport",
-    "apply_delta", "check_quality", "delta_key", "load_report", "mean_result", "objective_met", "parts_from_host",
-    "progress_report", "render_html", "render_launch", "render_markdown", "report_json", "report_markdown",
-    "round_context", "run_playbook", "shell_line", "slo_checks",
+    "NullJournal", "QualityVerdict", "ReportCharts", "RoundJournal", "SkippedStep", "TuningEngine", "TuningOutcome",
+    "TuningReport", "apply_delta", "build_charts", "check_quality", "delta_key", "load_report", "mean_result",
+    "objective_met", "parts_from_host", "progress_report", "render_html", "render_launch", "render_markdown",
+    "replayed_charts", "report_json", "report_markdown", "round_context", "run_playbook", "shell_line", "slo_checks",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from service.domain import ConfigDelta, Deployment, Job, Round, RoundResult, RoundState, RoundStatus, SLOCheck
+from service.engine.charts import ReportCharts
 from service.engine.launch import LaunchCommand
 from service.engine.measure import mean_result
 from service.engine.state import SkippedStep
@@ -93,6 +94,9 @@ class TuningReport(msgspec.Struct, kw_only=True):
     # round of every branch the search walked besides the main line.
     path: list[int] = msgspec.field(default_factory=list)
     branches: list[int] = msgspec.field(default_factory=list)
+    # What the charts plot: each headline figure per round, the SLO targets, every measured deployment on
+    # the Pareto frontiers (`service.engine.charts`).
+    charts: ReportCharts | None = None
     format: int = REPORT_FORMAT
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from service.domain import Job, JobState, Round, RoundResult, Scenario, SLOCheck
 from service.engine.budget import Budget
+from service.engine.charts import build_charts
 from service.engine.ending import capacity_needed
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
@@ -45,7 +46,9 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                         slo=ReportSLO(met=met, checks=checks) if state.baseline_measured else None,
                         headline=_headline(job, checks, capacity, final, state), capacity=capacity,
                         path=list(state.path) if state.baseline_measured else [],
-                        branches=list(state.walked))
+                        branches=list(state.walked),
+                        charts=build_charts(initial, job.rounds, state.scenarios,
+                                            state.path[-1] if state.baseline_measured and state.path else None))
 
 
 def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: FinalParts,
