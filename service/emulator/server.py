@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from service.components import CostModel, StepCostModel
 from service.domain import Hardware, ModelSpec, resolve_model
@@ -29,6 +30,7 @@ from service.emulator.app import EmulatorApp
 from service.emulator.args import ArgvError, ServerArgs, parse_server_argv
 from service.emulator.engine import DEFAULT_DRAFT_ACCEPTANCE, EmulatedEngine
 from service.emulator.faults import CUDA_GRAPH_LINES, FAULT_ENV, OOM_LINES, Fault, FaultSpecError, parse_fault
+from service.emulator.nodes import node_layout, rendezvous
 from service.plugin_host import PluginHost
 from service.simulator import ServerStartError
 
@@ -163,6 +165,9 @@ def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: F
         return _fail(log, [fault.port_in_use_line(args.host, args.port)])
     import uvicorn  # imported late: argv errors and early faults must exit without paying for it
 
+    rendezvous(args, log)
+    if node_layout(args)[1] > 0:
+        return _serve_dummy_health(args, uvicorn)
     app = EmulatorApp(args, engine, fault=fault, log=log, context_len=model.max_context,
                       model_type=str(model.architecture), architectures=[model.name])
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
@@ -170,3 +175,18 @@ def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: F
     server = uvicorn.Server(config)
     asyncio.run(server.serve())
     return 0 if server.started else 1
+
+
+def _serve_dummy_health(args: ServerArgs, uvicorn: Any) -> int:
+    """A node rank above 0: SGLang's dummy health server on `--port` (200 on `/health`, `/health_generate`)."""
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        found = scope["path"] in ("/health", "/health_generate")
+        await send({"type": "http.response.start", "status": 200 if found else 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                           access_log=False, lifespan="off"))
+    asyncio.run(server.serve())
+    return 0

@@ -105,9 +105,9 @@ class ProcessActor:
         except (ValueError, AttributeError):
             return False
 
-    def poll(self) -> dict[str, Any] | None:
-        """None while the process runs, else why it ended (named from its log)."""
-        return self._failure("load")
+    def poll(self, phase: str = "load") -> dict[str, Any] | None:
+        """None while the process runs, else why it ended during `phase` (named from its log)."""
+        return self._failure(phase)
 
     def log_size(self) -> int:
         """Bytes of log written so far."""

@@ -184,9 +184,10 @@ class RayRound:
             where = f"node {info.node_id[:12]} " if info is not None else ""
             self.notes.append(f"logs: {spec.name}: {where}{started['log']}")
         path = "/readiness" if workers else "/health"
-        found = await asyncio.gather(*(_call(actor.wait_ready.remote(spec.url, path, deadlines.start +
-                                                                     deadlines.health, workers))
-                                       for spec, (actor, _) in pairs), return_exceptions=True)
+        waits = asyncio.gather(*(_call(actor.wait_ready.remote(spec.url, path, deadlines.start + deadlines.health,
+                                                               workers))
+                                 for spec, (actor, _) in pairs), return_exceptions=True)
+        found = await self._watch(waits, "health")
         for (spec, _), outcome in zip(pairs, found, strict=True):
             if isinstance(outcome, BaseException):
                 raise RoundFailure("worker_died", "health", f"{spec.name}'s actor is gone: {_short(outcome)}")
@@ -210,7 +211,10 @@ class RayRound:
         where = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=beside)
         ref = measure_task.options(scheduling_strategy=where).remote(request, [actor for _, actor in workers])
         try:
-            out = await self._watch(ref)
+            out = dict(await self._watch(asyncio.wrap_future(ref.future()), "load"))
+        except self.ray.exceptions.RayError as exc:
+            raise RoundFailure("worker_died", "load", f"the load task beside the router was lost: "
+                                                      f"{_short(exc)}") from None
         finally:
             if not ref.future().done():
                 self.ray.cancel(ref, force=True)
@@ -230,26 +234,26 @@ class RayRound:
                             attempted=out["figures"].completed, notes=self.notes, first_error="")
         return self._result(out, server)
 
-    async def _watch(self, ref: Any) -> dict[str, Any]:
-        """The measurement's outcome; a worker or router whose process or actor died fails the round at once."""
+    async def _watch(self, waiting: asyncio.Future[Any], phase: str) -> Any:
+        """What `waiting` gives; meanwhile a started process or actor that died fails the round at once."""
         ray = self.ray
-        outcome = asyncio.wrap_future(ref.future())
+        started = {p.name for p in self.processes}
         while True:
-            ready, _ = await asyncio.wait({outcome}, timeout=WATCH_S)
+            ready, _ = await asyncio.wait({waiting}, timeout=WATCH_S)
             if ready:
-                try:
-                    return dict(outcome.result())
-                except ray.exceptions.RayError as exc:
-                    raise RoundFailure("worker_died", "load", f"the load task beside the router was lost: "
-                                                              f"{_short(exc)}") from None
+                return waiting.result()
             for spec, (actor, _) in self.actors:
+                if spec.name not in started:
+                    continue
                 try:
-                    dead = await _call(actor.poll.remote(), 30.0)
+                    dead = await _call(actor.poll.remote(phase), 30.0)
                 except (ray.exceptions.RayError, TimeoutError) as exc:
+                    waiting.cancel()
                     node = next((p.node_id[:12] for p in self.placement if p.worker == spec.name), "?")
-                    raise RoundFailure("worker_died", "load", f"{spec.name}'s actor on node {node} is gone (its node "
-                                                              f"died or it was killed): {_short(exc)}") from None
+                    raise RoundFailure("worker_died", phase, f"{spec.name}'s actor on node {node} is gone (its node "
+                                                             f"died or it was killed): {_short(exc)}") from None
                 if dead is not None:
+                    waiting.cancel()
                     raise _failure(dead)
 
     def _result(self, out: dict[str, Any], server: ServerMetrics) -> RoundResult:
