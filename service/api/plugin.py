@@ -25,10 +25,13 @@ from service.api.routes.catalogue import catalogue_router
 from service.api.routes.deps import provide_runtime
 from service.api.routes.diagnoses import create_diagnosis
 from service.api.routes.events import stream_events
+from service.api.routes.frontier import get_frontier
 from service.api.routes.health import health_handlers
 from service.api.routes.jobs import jobs_router
 from service.api.routes.profiles import create_profile
+from service.api.routes.scenarios import decode_scenario
 from service.api.routes.schedules import schedules_router
+from service.api.routes.ui import ui_handlers
 from service.api.runtime import ServiceRuntime
 from service.api.timing import request_timing
 from service.logs import get_logger
@@ -60,8 +63,8 @@ class TunerPlugin(InitPluginProtocol):
 
     def _configure_routes(self, app_config: AppConfig) -> None:
         app_config.route_handlers.extend(
-            [*health_handlers, catalogue_router, jobs_router([stream_events]), schedules_router, calculators_router,
-             create_profile, create_diagnosis, *agent_handlers, mcp_mount])
+            [*health_handlers, catalogue_router, jobs_router([stream_events, get_frontier]), schedules_router, calculators_router,
+             create_profile, create_diagnosis, decode_scenario, *agent_handlers, *ui_handlers, mcp_mount])
 
     def _configure_dependencies(self, app_config: AppConfig) -> None:
         app_config.dependencies["runtime"] = Provide(provide_runtime, sync_to_thread=False)

@@ -10,6 +10,7 @@ from litestar import Request, Response, Router, get, post
 from litestar.params import HeaderParameter, JSONBody, PathParameter, QueryParameter
 
 from service.api.auth import SECURITY, key_id_of
+from service.api.job_charts import job_charts
 from service.api.job_views import read_view
 from service.api.problems import Problem, not_found, problem_responses
 from service.api.routes.deps import Runtime
@@ -180,11 +181,17 @@ async def job_report(runtime: Runtime, job: JobRecord) -> TuningReport:
     if stored is not None:
         stored.job.created_at = _when(job.created_at)
         stored.job.finished_at = _when(job.finished_at)
+        if stored.charts is None:  # stored before reports carried their charts
+            chosen = stored.path[-1] if stored.final is not None and stored.path else None
+            stored.charts = job_charts(runtime.plugins, job, await runtime.store.list_rounds(job.id), chosen)
         return stored
-    # The job line only: its scenario is not needed (and not decoded again) to show the rounds so far.
+    # The job line only: its scenario is read for the charts alone (the deployment each round ran).
     domain = Job(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state, stop_reason=job.stop_reason,
                  created_at=_when(job.created_at), finished_at=_when(job.finished_at))
-    return progress_report(domain, await runtime.store.list_rounds(job.id))
+    rounds = await runtime.store.list_rounds(job.id)
+    report = progress_report(domain, rounds)
+    report.charts = job_charts(runtime.plugins, job, rounds, None)
+    return report
 
 
 def _when(timestamp: float | None) -> datetime | None:
