@@ -1,5 +1,6 @@
 """The shipped runner contract, run against every built-in runner: `simulated`, `local` (launching the
-SGLang-API emulator behind real processes) and `attach` (measuring an emulator already serving)."""
+SGLang-API emulator behind real processes), `attach` (measuring an emulator already serving) and `ray`
+(the emulator placed on a real Ray cluster of this host)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ COST_MODELS = HOST.components("cost_model")
 FAST: dict[str, Any] = {"engine": "emulator", "time_scale": 0.5, "remap_ports": True,
                         "deadlines": {"start": 30.0, "health": 30.0, "warmup": 30.0, "load": 60.0, "stall": 2.0,
                                       "teardown": 3.0}}
-SUITES = {"simulated", "local", "attach"}
+SUITES = {"simulated", "local", "attach", "ray"}
 
 
 def test_every_built_in_runner_runs_the_contract() -> None:
@@ -81,3 +82,32 @@ class TestAttachRunner(RunnerContract):
     def unrunnable_context(self, serving: str) -> RoundContext:
         # An endpoint the operator has not allowed is refused before a single request is sent.
         return RoundContext(settings={**FAST, "attach_url": serving})
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """A real Ray cluster on this host: a head without GPUs and one node with two fake GPUs."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
+    cluster.add_node(num_cpus=1, num_gpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        yield str(cluster.address)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+class TestRayRunner(RunnerContract):
+    @pytest.fixture
+    def runner(self, ray_cluster: str) -> Runner:
+        return HOST.get("runner", "ray")
+
+    @pytest.fixture
+    def round_context(self) -> RoundContext:
+        return RoundContext(cost_models=COST_MODELS, settings={**FAST, "remap_ports": False})

@@ -26,6 +26,8 @@ FAST = {"engine": "emulator", "time_scale": 0.25,
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
     """A head without GPUs and four nodes of one fake GPU each; the driver joins it."""
+    if ray.is_initialized():
+        ray.shutdown()
     made = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
     for _ in range(4):
         made.add_node(num_cpus=1, num_gpus=1)
