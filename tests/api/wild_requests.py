@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
-SCENARIO = tomllib.loads((Path(__file__).parents[2] / "playbooks/scenarios/coding-assistant-round0.toml").read_text())
+SCENARIO_TEXT = (Path(__file__).parents[2] / "playbooks/scenarios/coding-assistant-round0.toml").read_text()
+SCENARIO = tomllib.loads(SCENARIO_TEXT)
 
 # Routes as the app lists them (`test_every_route_is_exercised` keeps this in step with the app).
 ROUTES: dict[str, tuple[str, ...]] = {
@@ -30,6 +31,8 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/calculators/kv-per-token": ("POST",), "/v1/calculators/kv-capacity": ("POST",),
     "/v1/calculators/threshold-batch": ("POST",), "/v1/calculators/required-throughput": ("POST",),
     "/v1/profiles": ("POST",), "/v1/diagnoses": ("POST",), "/schema/openapi.json": ("GET",),
+    "/v1/jobs/{job_id:str}/frontier": ("GET",), "/v1/scenarios/decode": ("POST",),
+    "/ui": ("GET",), "/ui/jobs/{job_id:str}": ("GET",), "/ui/static/{file_path:path}": ("GET",),
 }
 
 # What each JSON route reads, valid: the starting point of every mutation.
@@ -46,6 +49,7 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
                                             "deadline_s": 43_200},
     "/v1/diagnoses": {"bench_output": '{"request_throughput": 3.2, "median_ttft_ms": 900}', "scenario": SCENARIO,
                       "failure_rate": 0.01, "metrics": "sglang:token_usage 0.91\n"},
+    "/v1/scenarios/decode": {"toml": SCENARIO_TEXT},
 }
 
 QUERY_PARAMETERS = ("state", "playbook", "runner", "schedule_id", "limit", "cursor", "wait", "after", "format")
@@ -192,7 +196,9 @@ def wild_requests(draw: st.DrawFn, job_ids: list[str], schedule_ids: list[str]) 
     route = draw(st.sampled_from(sorted(ROUTES)))
     method = draw(st.sampled_from(ROUTES[route]))
     path = route.replace("{job_id:str}", draw(path_id(job_ids))).replace(
-        "{schedule_id:str}", draw(path_id(schedule_ids)))
+        "{schedule_id:str}", draw(path_id(schedule_ids))).replace("{file_path:path}", draw(st.one_of(
+            st.sampled_from(["ui.js", "vendor/d3.min.js", "nope.js", "..%2F..%2Froutes%2Fui.py", "%2E%2E/%2E%2E/x"]),
+            path_id([]))))
     query = draw(query_string()) if method == "GET" or draw(st.booleans()) else ""
     if "/events" in route or route == "/v1/jobs/{job_id:str}":
         # A stream or long-poll of a live job lasts as long as the job: read ones that have finished.

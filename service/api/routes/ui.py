@@ -13,8 +13,9 @@ from typing import Annotated
 
 from litestar import Response, get
 from litestar.params import PathParameter
-from litestar.static_files import create_static_files_router
 from litestar.types import ControllerRouterHandler
+
+from service.api.problems import Problem
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -39,6 +40,24 @@ def ui_job(job_id: Annotated[str, PathParameter(max_length=64)]) -> Response[byt
     return _page()
 
 
-ui_static = create_static_files_router(path="/ui/static", directories=[STATIC], include_in_schema=False,
-                                       name="ui-static")
+# Only the files the package ships answer; any other name (however long or odd) is a 404.
+_FILES = {path.relative_to(STATIC).as_posix(): path for path in STATIC.rglob("*") if path.is_file()}
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".md": "text/markdown",
+          ".txt": "text/plain"}
+
+
+@get("/ui/static/{file_path:path}", include_in_schema=False, sync_to_thread=False)
+def ui_static(file_path: str) -> Response[bytes]:
+    """A script, style or licence file of the UI."""
+    name = file_path.lstrip("/")
+    found = _FILES.get(name)
+    if found is None:
+        raise Problem(404, "not-found", "File not found", f"the UI has no file {name[:200]!r}", field="file_path",
+                      hint="the UI's scripts and styles are the ones /ui's page names")
+    # The vendored libraries change only with their version (and file); the UI's own files with the service.
+    cache = "public, max-age=86400" if name.startswith("vendor/") else "no-cache"
+    return Response(found.read_bytes(), media_type=_TYPES.get(found.suffix, "application/octet-stream"),
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": cache})
+
+
 ui_handlers: list[ControllerRouterHandler] = [ui_jobs, ui_job, ui_static]
