@@ -33,6 +33,7 @@ install-test: $(VENV)/.installed-test
 
 run: install
 	@echo "sglang-tuner: http://$(HOST):$(PORT)   (--dev: requests from loopback need no API key; SQLite file sglang-tuner.db)"
+	@echo "  open http://$(HOST):$(PORT)/ui in a browser: start a playbook, watch its rounds and frontier"
 	@echo "  curl -s http://$(HOST):$(PORT)/llms.txt"
 	@echo "  curl -si -X POST http://$(HOST):$(PORT)/v1/jobs -H 'Content-Type: application/json' -d '{\"playbook\": \"coding-assistant\"}'"
 	@echo "  curl -s 'http://$(HOST):$(PORT)/v1/jobs/<id from the Location header>?wait=30'"

@@ -31,7 +31,8 @@ next. Every job response lists `next`: the requests that make sense in the job's
    a `Location` header. Send an `Idempotency-Key` header so a retried POST returns the same job.
 2. `GET /v1/jobs/{id}?wait=30`: long-poll; answers as soon as the job's state changes (queued, running,
    succeeded, failed, cancelled) or after 30 s. Or follow `GET /v1/jobs/{id}/events` (Server-Sent Events).
-3. `GET /v1/jobs/{id}/report`: rounds, decisions and the final launch commands (`?format=markdown|html`).
+3. `GET /v1/jobs/{id}/report`: rounds, decisions and the final launch commands (`?format=markdown|html`);
+   `GET /v1/jobs/{id}/frontier`: every deployment measured, its figures, `pareto` and `chosen` flags.
 4. `GET /v1/jobs/{id}/rounds`: every round with the policy's verdict and the matched pattern.
 5. `POST /v1/jobs/{id}/cancel`: stop a job; the last accepted deployment stays in force.
 
