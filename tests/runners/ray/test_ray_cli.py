@@ -1,0 +1,62 @@
+"""`sglang-tuner round examples/ray/two-nodes-pd.toml --runner ray --ray-address local --json`, in a process
+of its own: a PD round over two nodes of a throwaway local cluster, and nothing of it left afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[3]
+BENCH_SERVING_KEYS = {"completed", "duration", "request_throughput", "output_throughput", "median_ttft_ms",
+                      "p99_ttft_ms", "median_itl_ms", "median_e2e_latency_ms"}
+
+
+def _marked(mark: str) -> list[str]:
+    """Command lines of live processes whose environment carries `mark` (the command and all it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark.encode() in (entry / "environ").read_bytes():
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120])
+        except OSError:
+            continue
+    return found
+
+
+def test_the_round_command_measures_pd_on_two_nodes_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
+    env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
+           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
+                           "round", "examples/ray/two-nodes-pd.toml", "--runner", "ray", "--ray-address", "local",
+                           "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "ok" and result["provenance"]["source"] == "emulated"
+    placement = result["provenance"]["placement"]
+    assert [p["worker"] for p in placement] == ["prefill-0", "decode-0"]
+    assert len({p["node_id"] for p in placement}) == 2
+    assert BENCH_SERVING_KEYS <= set(result["bench"]) and result["bench"]["completed"] == 24
+    assert _marked(mark) == []
+
+
+def test_a_marked_process_is_found_while_it_runs() -> None:
+    mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
+    sleeper = subprocess.Popen(["sleep", "30"], env={**os.environ, "SGLANG_TUNER_TEST_MARK": mark})
+    try:
+        assert _marked(mark) == ["sleep 30 "]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert _marked(mark) == []
