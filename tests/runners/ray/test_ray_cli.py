@@ -60,3 +60,24 @@ def test_a_marked_process_is_found_while_it_runs() -> None:
         sleeper.kill()
         sleeper.wait()
     assert _marked(mark) == []
+
+
+def test_the_parallel_alternatives_playbook_measures_four_candidates_each_in_its_own_group(tmp_path: Path) -> None:
+    mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
+    env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
+           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
+                           "tune", "--playbook", "examples/ray/parallel-alternatives.toml", "--runner", "ray",
+                           "--ray-address", "local", "--json"], capture_output=True, text=True, timeout=420, cwd=ROOT,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    candidates = [r for r in report["rounds"] if r["technique"] == "router_policy"]
+    assert len(candidates) == 4 and all(r["result"]["status"] == "ok" for r in candidates)
+    assert all(r["result"]["provenance"]["source"] == "emulated" for r in report["rounds"])
+    groups = [{p["placement_group"] for p in r["result"]["provenance"]["placement"]} for r in candidates]
+    nodes = [{p["node_id"] for p in r["result"]["provenance"]["placement"]} for r in candidates]
+    assert all(len(g) == 1 for g in groups) and len(set().union(*groups)) == 4
+    assert all(len(n) == 1 for n in nodes) and len(set().union(*nodes)) == 4  # four nodes of four GPUs, one each
+    assert _marked(mark) == []
