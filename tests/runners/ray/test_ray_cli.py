@@ -36,7 +36,7 @@ def _marked(mark: str) -> list[str]:
 def test_the_round_command_measures_pd_on_two_nodes_and_leaves_nothing_behind(tmp_path: Path) -> None:
     mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
     env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
-           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
+           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.25", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
                            "round", "examples/ray/two-nodes-pd.toml", "--runner", "ray", "--ray-address", "local",
@@ -65,7 +65,7 @@ def test_a_marked_process_is_found_while_it_runs() -> None:
 def test_the_parallel_alternatives_playbook_measures_four_candidates_each_in_its_own_group(tmp_path: Path) -> None:
     mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
     env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
-           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
+           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.25", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
                            "tune", "--playbook", "examples/ray/parallel-alternatives.toml", "--runner", "ray",
