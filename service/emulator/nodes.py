@@ -4,7 +4,8 @@ Rank 0 opens the rendezvous at `--dist-init-addr` (torch.distributed's TCPStore)
 N-1 ranks have joined before it loads anything; each other rank connects to it (retrying until rank 0
 listens), then runs no tokenizer and no HTTP API, only SGLang's dummy health server on its `--port`
 (`/health` and `/health_generate` answer 200; `entrypoints/engine.py`, `launch_dummy_health_check_server`).
-A rank whose rendezvous peer goes away exits, as a NCCL group does when a member dies.
+A rank whose rendezvous peer goes away exits, as a NCCL group does when a member dies. With `--use-ray`
+SGLang's scheduler actors form the group, so the one process started waits for nobody.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def rendezvous(args: ServerArgs, log: Callable[[str], None]) -> None:
     """Join the server's distributed group: rank 0 waits for every other rank; the others join rank 0."""
     nnodes, rank, where = node_layout(args)
     if where is None:
+        return
+    if args.get("use_ray"):
+        log(f"Ray launcher: nnodes={nnodes}; the scheduler actors join their group themselves")
         return
     log(f"Init torch distributed begin. nnodes={nnodes}, node_rank={rank}, dist_init_addr={where[0]}:{where[1]}")
     if rank == 0:

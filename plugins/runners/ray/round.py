@@ -76,6 +76,12 @@ class RayRound:
                 result = await self._run()
             except RoundFailure as failure:
                 result = failed(failure, self.origin, self.notes)
+            except TimeoutError:
+                result = failed(RoundFailure("start_timeout", "start", "an actor of the round did not answer within "
+                                                                       "the start deadline"), self.origin, self.notes)
+            except self.ray.exceptions.RayError as exc:
+                result = failed(RoundFailure("worker_died", "start", f"an actor of the round is gone: {_short(exc)}"),
+                                self.origin, self.notes)
         finally:
             teardown = asyncio.ensure_future(self._teardown())
             while not teardown.done():
@@ -100,7 +106,8 @@ class RayRound:
         router = next((spec for spec in specs if spec.kind == "router"), None)
         router_actor = self._actor(router, None, 0) if router is not None else None
         endpoints, router_at, metrics_port = await self._listeners(pairs, actors, router_actor)
-        final = place_argv(specs, [w for _, w in pairs], _only(rendered, pairs), endpoints, router_at, metrics_port,
+        launching = [spec for spec, _ in pairs] + ([router] if router is not None else [])
+        final = place_argv(launching, [w for _, w in pairs], _only(rendered, pairs), endpoints, router_at, metrics_port,
                            self.scenario, self.settings)
         self.actors = list(zip(final, actors + ([router_actor] if router_actor is not None else []), strict=True))
         await self._start([pair for pair in self.actors if pair[0].kind == "worker"])

@@ -62,6 +62,21 @@ def test_one_server_over_two_nodes_joins_rank_zero_where_ray_put_it(cluster: Any
     assert processes_logging_to(tmp_path) == [] and live_groups() == []
 
 
+def test_use_ray_starts_only_rank_zero_and_leaves_the_bundles_gpus_to_sglang(cluster: Any, tmp_path: Path) -> None:
+    scenario = single_instance_two_nodes()
+    group = scenario.deployment.groups[0]
+    server = msgspec.structs.replace(group.server, extra={"--use-ray": True})
+    deployment = msgspec.structs.replace(scenario.deployment, groups=[msgspec.structs.replace(group, server=server)])
+    result = asyncio.run(RayRunner().run_round(msgspec.structs.replace(scenario, deployment=deployment),
+                                               context=RoundContext(settings=settings(tmp_path))))
+    assert result.status == "ok", result.error
+    assert [p.name for p in result.provenance.processes] == ["wide-0"]
+    assert "--use-ray" in result.provenance.processes[0].argv
+    assert [p.gpus for p in result.provenance.placement] == [[]]
+    assert "Ray launcher: nnodes=2" in (tmp_path / "wide-0.log").read_text()
+    assert processes_logging_to(tmp_path) == [] and live_groups() == []
+
+
 def test_four_candidates_run_at_once_each_in_its_own_placement_group(cluster: Any, tmp_path: Path) -> None:
     runner = RayRunner()
     context = RoundContext(settings=settings(tmp_path))
