@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ async def _bench_serving(request: dict[str, Any], workers: list[Any], client: ht
                                                      "router's node")
     bench = scenario.bench if request["seed"] is None else msgspec.structs.replace(scenario.bench,
                                                                                     seed=request["seed"])
-    folder = Path(request["log_dir"])
+    folder = Path(request["log_dir"] or tempfile.mkdtemp(prefix="sglang-tuner-ray-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     output = folder / "bench_serving.jsonl"
     argv = bench_serving_argv(settings.python, request["base_url"], bench, scenario.workload, output,

@@ -214,7 +214,7 @@ class RayRound:
         base_url = router.url if router is not None else heads[0]
         beside = next(bundle for spec, (_, bundle) in self.actors if spec.kind == ("router" if router else "worker"))
         request = {"scenario": self.scenario, "settings": self.settings, "heads": heads, "base_url": base_url,
-                   "seed": self.seed, "time_scale": self.scale, "log_dir": self.settings.log_dir or "/tmp"}
+                   "seed": self.seed, "time_scale": self.scale, "log_dir": self.settings.log_dir}
         where = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=beside)
         ref = measure_task.options(scheduling_strategy=where).remote(request, [actor for _, actor in workers])
         try:
