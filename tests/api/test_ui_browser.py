@@ -169,8 +169,8 @@ def test_a_running_jobs_page_gains_rows_as_rounds_finish(browser: object, servic
     tab.close()
 
 
-def test_starting_a_job_from_a_bad_scenario_file_shows_the_apis_error(browser: object, service: Service,
-                                                                     tmp_path: Path) -> None:
+def test_a_bad_scenario_file_shows_the_apis_error_and_a_job_started_from_the_form_can_be_cancelled(
+        browser: object, service: Service, api: httpx.Client, tmp_path: Path) -> None:
     scenario = Path(__file__).resolve().parents[2] / "playbooks" / "scenarios" / "coding-assistant-round0.toml"
     bad = scenario.read_text().replace("tp-size", "tp_sise", 1).encode()
     # The API's 422 is the answer under test: the browser logs that response, nothing else may be logged.
@@ -186,4 +186,16 @@ def test_starting_a_job_from_a_bad_scenario_file_shows_the_apis_error(browser: o
     assert "bad.toml: line" in text and "unknown key `tp_sise`" in text
     assert "field: deployment.groups[0].server.tp_sise" in text and "fix: did you mean `tp-size`?" in text
     tab.shot(tmp_path / "bad-scenario.png")
+    # Without the file the playbook's own scenario runs: the form opens the new job's page, whose button cancels it.
+    page.set_input_files("#scenario-file", files=[])
+    page.click("#start")
+    page.wait_for_url(f"{service.url}/ui/jobs/job_*", timeout=15_000)
+    page.locator("#rounds tbody tr td:nth-child(4) .badge").first.wait_for(timeout=60_000)  # under way
+    page.locator("#cancel").click()
+    # The cancel reached the service, and the page shows the ending the service recorded once the stream has ended.
+    ended = _finished(api, page.url.rsplit("/", 1)[1])
+    assert ended["cancel_requested"] is True
+    playwright_api.expect(page.locator("h1 .badge")).to_have_text(ended["state"].replace("_", " "), timeout=15_000)
+    assert page.locator("#cancel").count() == 0 and page.locator("#live").count() == 0
+    tab.shot(tmp_path / "cancelled.png")
     tab.close()

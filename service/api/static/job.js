@@ -6,6 +6,7 @@ const JobPage = (() => {
                              "branch_started", "step_skipped", "job_interrupted", "job_finished"]);
 
   let liveText = "Live: following the job's events";
+  let loads = 0;
 
   async function show(app, id) {
     document.title = `Job ${id} - sglang-tuner`;
@@ -19,17 +20,21 @@ const JobPage = (() => {
     if (!TERMINAL.has(job.state)) live(app, id);
   }
 
-  async function load(app, id) {
-    const [job, report] = await Promise.all([api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/report`)]);
-    render(app, job, report);
+  // `wait`: long-poll the job (read from the database) rather than take the view polling answers from, which may
+  // be half a second behind; once the stream has ended the job has finished, and the long-poll answers at once.
+  async function load(app, id, wait = 0) {
+    const mine = ++loads;
+    const [job, report] = await Promise.all([api(`/v1/jobs/${id}${wait ? `?wait=${wait}` : ""}`),
+                                             api(`/v1/jobs/${id}/report`)]);
+    if (mine === loads) render(app, job, report);  // an earlier load answering late never overwrites a later one
     return job;
   }
 
   function live(app, id) {
-    let timer = null;
+    let timer = null, ended = false;
     const reload = () => {
       if (timer) return;
-      timer = setTimeout(() => { timer = null; load(app, id).catch(() => {}); }, 200);
+      timer = setTimeout(() => { timer = null; if (!ended) load(app, id).catch(() => {}); }, 200);
     };
     follow(`/v1/jobs/${id}/events`, (event) => {
       if (!RELOAD_ON.has(event.event)) return;
@@ -38,7 +43,7 @@ const JobPage = (() => {
       const status = document.getElementById("live");
       if (status) status.textContent = liveText;
       reload();
-    }).then(() => setTimeout(() => load(app, id).catch(() => {}), 300));
+    }).then(() => { ended = true; return load(app, id, 30).catch(() => {}); });
   }
 
   function render(app, job, report) {
