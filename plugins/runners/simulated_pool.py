@@ -13,13 +13,13 @@ every round in the service's process, one after another).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import multiprocessing
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import msgspec
@@ -68,7 +68,7 @@ def portable(cost_models: dict[str, CostModel]) -> bool:
 def _executor(size: int) -> ProcessPoolExecutor:
     global _pool, _pool_size
     with _lock:
-        if _pool is None or _pool_size != size:
+        if _pool is None or _pool_size != size or getattr(_pool, "_broken", False):
             if _pool is not None:
                 _pool.shutdown(wait=False, cancel_futures=True)
             _pool = ProcessPoolExecutor(max_workers=size, mp_context=multiprocessing.get_context("spawn"),
@@ -81,21 +81,35 @@ async def simulate_elsewhere(scenario: Scenario, seed: int | None, context: Roun
     """One simulated round in a worker process of a pool of `size`, with the context's cost models."""
     payload = msgspec.msgpack.encode(scenario)
     loop = asyncio.get_running_loop()
-    raw = await loop.run_in_executor(_executor(size), _work, payload, seed, sorted(context.cost_models),
-                                     context.cost_model)
+    names = sorted(context.cost_models)
+    try:
+        raw = await loop.run_in_executor(_executor(size), _work, payload, seed, names, context.cost_model)
+    except BrokenProcessPool:  # a worker was killed (out of memory, by hand): a fresh pool runs the round once more
+        raw = await loop.run_in_executor(_executor(size), _work, payload, seed, names, context.cost_model)
     return msgspec.msgpack.decode(raw, type=RoundResult)
 
 
 _worker_models: dict[str, CostModel] | None = None
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _die_with_parent(parent: int) -> None:
-    """In the worker (Linux): SIGKILL when the process that owns the pool dies; exit if it already has."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    """In the worker: exit as soon as the process that owns the pool is gone (any way it ended).
+
+    A watch on the parent's pid rather than a parent-death signal: the kernel sends that signal when the
+    *thread* that spawned the worker exits, and the pool outlives the thread (an event loop on a thread of
+    the service) that first used it. Job-control signals meant for the owner are ignored here.
+    """
+    for number in (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(number, signal.SIG_IGN)
     if os.getppid() != parent:
         os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _work(payload: bytes, seed: int | None, names: list[str], cost_model: str | None) -> bytes:
