@@ -86,8 +86,18 @@ class RoundMeasurer:
                 pass
 
     def _interrupt_measurement(self) -> None:
-        if self._measuring and self._task is not None and not self._task.done():
-            self._task.cancel()
+        if not self._measuring or self._task is None or self._task.done():
+            return
+        try:
+            running = asyncio.current_task() is self._task
+        except RuntimeError:  # no loop running on this thread
+            running = False
+        if running:
+            # A signal handler that runs inside the job's own step (a round computed in this process): a
+            # cancel now would stay pending and surface at an await after the job has ended, failing it.
+            # The computation cannot be cut anyway; the stop takes effect at the next safe point.
+            return
+        self._task.cancel()
 
     def check_stop(self) -> None:
         """Raise `Stopped` when a stop was requested (a safe point: nothing is half-written)."""

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 import msgspec
 
 from service.domain import Job, JobState, Round
-from service.engine import JobEvent, RoundJournal, TuningReport
+from service.engine import JobEvent, RoundJournal, TuningEngine, TuningReport
 from service.plugin_host import PluginHost
 from service.workers.engine_executor import EngineExecutor, build_engine, run_job
 
@@ -114,11 +114,25 @@ def _job_main(conn: Connection, job_bytes: bytes, niceness: int, cpus: frozenset
     """The child: rebuild the job, run (or resume) the engine journaling over the pipe, send the report."""
     die_with_parent()  # a killed service leaves no job computing on: its next start resumes the job
     lower_job_priority(niceness, cpus)
-    job = msgspec.msgpack.decode(job_bytes, type=Job)
-    engine = build_engine(PluginHost(), job, PipeJournal(conn))
+    # The stop signals are heard from the start: one that arrives while the plugins load (seconds) is kept
+    # and handed to the engine once it exists, instead of ending the process by the signal's default action.
+    early: list[tuple[JobState, str]] = []
+    built: list[TuningEngine] = []
+
+    def on_stop(state: JobState, reason: str) -> None:
+        if built:
+            built[0].stop(state, reason)
+        else:
+            early.append((state, reason))
+
     for state, number in _STOP_SIGNALS.items():
         reason = "cancelled by a user" if state is JobState.CANCELLED else "the service is stopping"
-        signal.signal(number, lambda *_, state=state, reason=reason: engine.stop(state, reason))
+        signal.signal(number, lambda *_, state=state, reason=reason: on_stop(state, reason))
+    job = msgspec.msgpack.decode(job_bytes, type=Job)
+    engine = build_engine(PluginHost(), job, PipeJournal(conn))
+    built.append(engine)
+    for state, reason in early[:1]:
+        engine.stop(state, reason)
     try:
         report = asyncio.run(run_job(engine, job))
     except (EOFError, BrokenPipeError, ConnectionResetError):

@@ -194,7 +194,7 @@ def test_a_bad_scenario_file_shows_the_apis_error_and_a_job_started_from_the_for
     page.locator("#cancel").click()
     # The cancel reached the service, and the page shows the ending the service recorded once the stream has ended.
     ended = _finished(api, page.url.rsplit("/", 1)[1])
-    assert ended["cancel_requested"] is True
+    assert ended["cancel_requested"] is True and ended["state"] == "cancelled"
     playwright_api.expect(page.locator("h1 .badge")).to_have_text(ended["state"].replace("_", " "), timeout=15_000)
     assert page.locator("#cancel").count() == 0 and page.locator("#live").count() == 0
     tab.shot(tmp_path / "cancelled.png")
