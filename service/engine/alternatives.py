@@ -24,7 +24,17 @@ from service.domain import (
     completion_hours,
 )
 from service.engine.measure import mean_result
+from service.engine.quality import QualityVerdict
 from service.engine.slo import slo_checks
+
+
+@dataclass
+class Vetted:
+    """A proposal checked before any GPU time: its candidate, why it is closed unmeasured, its quality gate."""
+
+    candidate: Scenario | None
+    closed: tuple[Verdict, str] | None = None
+    gate: QualityVerdict | None = None
 
 
 @dataclass

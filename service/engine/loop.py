@@ -36,7 +36,7 @@ from service.domain import (
     Verdict,
     resolve_model,
 )
-from service.engine.alternatives import Trial, pick_winner, superseded
+from service.engine.alternatives import Trial, Vetted, pick_winner, superseded
 from service.engine.beam import Line, branch_line, choose_line, why_branched, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
@@ -254,15 +254,16 @@ class TuningEngine(RoundMeasurer):
         """
         trials: list[Trial] = []
         await self.prefetch.size_for(self.state.accepted)
-        for delta in deltas:
-            candidate = self._to_measure(delta)
-            if candidate is not None:
-                self.prefetch.start(candidate, self.seeds())
+        vetted = [self._vet(delta) for delta in deltas]  # the accepted baseline is the same for the whole group
+        for delta, vet in zip(deltas, vetted, strict=True):
+            if (vet.candidate is not None and vet.closed is None and delta_key(delta) not in self.state.awaiting_decision
+                    and fingerprint(vet.candidate) not in self.state.measured):
+                self.prefetch.start(vet.candidate, self.seeds())
         try:
-            for delta in deltas:
+            for delta, vet in zip(deltas, vetted, strict=True):
                 if trials and self._stop_reason() is not None:
                     break  # the budget ran out or measurement keeps failing: judge what was measured
-                trial = await self._try(delta)
+                trial = await self._try(delta, vet)
                 if trial is not None:
                     trials.append(trial)
                     if trial.results:
@@ -272,20 +273,20 @@ class TuningEngine(RoundMeasurer):
             self.prefetch.discard()  # alternatives the walk stopped before are not measured to the end
         await self._decide_group(trials)
 
-    def _to_measure(self, delta: ConfigDelta) -> Scenario | None:
-        """The candidate `_try` will measure for `delta`, or None when it will reuse, resume or refuse it."""
-        if delta_key(delta) in self.state.awaiting_decision:
-            return None
+    def _vet(self, delta: ConfigDelta) -> Vetted:
+        """The candidate of `delta` on the accepted baseline, or why it is closed without measuring."""
         try:
             candidate = apply_delta(self.state.accepted, delta)
-        except DeltaError:
-            return None
-        if fingerprint(candidate) in self.state.measured or self._refusal(candidate):
-            return None
-        if gate_required(delta, self.playbook.require_quality_for) and not check_quality(
-                delta, self.state.accepted, self.state.accepted.quality, self.playbook.quality_tolerance).passed:
-            return None
-        return candidate
+        except DeltaError as exc:
+            return Vetted(None, (Verdict.ERROR, f"the candidate is not a valid configuration: {exc}"))
+        refused = self._refusal(candidate)
+        if refused:
+            return Vetted(candidate, (Verdict.ROLLBACK, f"refused before launch, never run: {refused}"))
+        if not gate_required(delta, self.playbook.require_quality_for):
+            return Vetted(candidate)
+        gate = check_quality(delta, self.state.accepted, self.state.accepted.quality, self.playbook.quality_tolerance)
+        # Quality inputs are fixed: a candidate that can never be accepted costs no GPU time.
+        return Vetted(candidate, None if gate.passed else (Verdict.ROLLBACK, gate.reason), gate)
 
     async def _decide_group(self, trials: list[Trial]) -> None:
         winner = pick_winner(trials, self.initial.slo, self.initial.objective, self.parts.policy)
@@ -306,29 +307,17 @@ class TuningEngine(RoundMeasurer):
         self.state.offers.append(line)
         self.state.offers.sort(key=lambda offer: offer.root or 0)  # earliest root first
 
-    async def _try(self, delta: ConfigDelta) -> Trial | None:
+    async def _try(self, delta: ConfigDelta, vet: Vetted) -> Trial | None:
         """Measure one candidate and let the policy judge it; None when it was closed without measuring."""
         key = delta_key(delta)
         self.state.tried.add(key)
         waiting = self.state.awaiting_decision.pop(key, None)
         round_ = waiting or self._new_round(delta.technique, delta, key)
-        try:
-            candidate = apply_delta(self.state.accepted, delta)
-        except DeltaError as exc:
-            await self._close_unmeasured(round_, Verdict.ERROR, f"the candidate is not a valid configuration: {exc}")
+        if vet.closed is not None or vet.candidate is None:
+            verdict, reason = vet.closed or (Verdict.ERROR, "no candidate")
+            await self._close_unmeasured(round_, verdict, reason)
             return None
-        refused = self._refusal(candidate)
-        if refused:
-            await self._close_unmeasured(round_, Verdict.ROLLBACK, f"refused before launch, never run: {refused}")
-            return None
-        gate = None
-        if gate_required(delta, self.playbook.require_quality_for):
-            gate = check_quality(delta, self.state.accepted, self.state.accepted.quality,
-                                 self.playbook.quality_tolerance)
-            if not gate.passed:
-                # Quality inputs are fixed: a candidate that can never be accepted costs no GPU time.
-                await self._close_unmeasured(round_, Verdict.ROLLBACK, gate.reason)
-                return None
+        candidate, gate = vet.candidate, vet.gate
         results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
         self.state.scenarios[round_.index] = candidate
         self.state.lineage[round_.index] = list(self.state.path)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,16 +34,22 @@ def _marked(mark: str) -> list[str]:
     return found
 
 
-def test_the_round_command_measures_pd_on_two_nodes_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
+def _cli(tmp_path: Path, mark: str, *argv: str, timeout: float) -> dict[str, object]:
+    """`sglang-tuner ARGV --runner ray --ray-address local --json` on the emulator, every process marked; its JSON."""
     env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
            "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.25", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
-                           "round", "examples/ray/two-nodes-pd.toml", "--runner", "ray", "--ray-address", "local",
-                           "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+                           *argv, "--runner", "ray", "--ray-address", "local", "--json"], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_the_round_command_measures_pd_on_two_nodes_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
+    result: Any = _cli(tmp_path, mark, "round", "examples/ray/two-nodes-pd.toml", timeout=300)
     assert result["status"] == "ok" and result["provenance"]["source"] == "emulated"
     placement = result["provenance"]["placement"]
     assert [p["worker"] for p in placement] == ["prefill-0", "decode-0"]
@@ -64,15 +71,7 @@ def test_a_marked_process_is_found_while_it_runs() -> None:
 
 def test_the_parallel_alternatives_playbook_measures_four_candidates_each_in_its_own_group(tmp_path: Path) -> None:
     mark = f"sglang-tuner-test-{uuid.uuid4().hex}"
-    env = {**os.environ, "SGLANG_TUNER_TEST_MARK": mark, "SGLANG_TUNER_RUNNER_ENGINE": "emulator",
-           "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.25", "SGLANG_TUNER_RUNNER_LOG_DIR": str(tmp_path)}
-    env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", "--log-level", "warning",
-                           "tune", "--playbook", "examples/ray/parallel-alternatives.toml", "--runner", "ray",
-                           "--ray-address", "local", "--json"], capture_output=True, text=True, timeout=420, cwd=ROOT,
-                          env=env)
-    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report: Any = _cli(tmp_path, mark, "tune", "--playbook", "examples/ray/parallel-alternatives.toml", timeout=420)
     candidates = [r for r in report["rounds"] if r["technique"] == "router_policy"]
     assert len(candidates) == 4 and all(r["result"]["status"] == "ok" for r in candidates)
     assert all(r["result"]["provenance"]["source"] == "emulated" for r in report["rounds"])
