@@ -16,6 +16,7 @@ from service.logs import configure_logging
 # command name -> module under service.cli whose `register(group)` adds it
 COMMANDS: dict[str, str] = {
     "calc": "calc",
+    "calibrate": "calibrate",
     "diagnose": "diagnose",
     "emulate": "emulate",
     "flags": "render",

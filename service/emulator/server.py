@@ -10,6 +10,7 @@ Emulator-only settings come from the environment, so the argv stays exactly what
 | `SGLANG_TUNER_EMULATOR_TIME_SCALE` | wall seconds per emulated second | 1.0 |
 | `SGLANG_TUNER_EMULATOR_DRAFT_ACCEPTANCE` | per-token draft acceptance under speculative decoding | 0.75 |
 | `SGLANG_TUNER_EMULATOR_FAULT` | a fault to inject (`service/emulator/faults.py`) | none |
+| `SGLANG_TUNER_EMULATOR_PERTURB` | a hidden change of the step costs, `decode=1.4,prefill=1.8,step_ms=2` (factors of decode and prefill step times, fixed ms per step, ms per request of an extend batch): a stand-in for a real deployment's kernels, driver and host that no cost model knows, for testing calibration. The tuner never reads it, and nothing the server reports names it | none |
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from service.calibration import CorrectedStepCost, Factors
 from service.components import CostModel, StepCostModel
 from service.domain import Hardware, ModelSpec, resolve_model
 from service.emulator.app import EmulatorApp
@@ -61,6 +63,25 @@ def _bind_cost(model: ModelSpec, hardware: Hardware, args: ServerArgs, name: str
     if not chosen.available():
         chosen = models["roofline"]
     return chosen.bind(model, hardware, args.server)
+
+
+def parse_perturbation(text: str | None) -> Factors | None:
+    """`decode=1.4,prefill=1.8,step_ms=2` as factors; None when unset.
+
+    Raises:
+        ValueError: A part is not `name=number` of a known name.
+    """
+    if not text or not text.strip():
+        return None
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, number = part.partition("=")
+        name = name.strip()
+        if not sep or name not in Factors.__struct_fields__:
+            raise ValueError(f"{ENV}PERTURB: {part.strip()!r} is not one of "
+                             f"{', '.join(Factors.__struct_fields__)} = a number")
+        values[name] = float(number)
+    return Factors(**values)
 
 
 def _startup_lines(args: ServerArgs, engine: EmulatedEngine, model: ModelSpec, log: Callable[[str], None]) -> None:
@@ -113,10 +134,11 @@ def run_emulator(argv: list[str], environ: Mapping[str, str] | None = None) -> i
     try:
         args = parse_server_argv(argv, version)
         fault = parse_fault(environ.get(FAULT_ENV))
+        parse_perturbation(environ.get(ENV + "PERTURB"))
     except ArgvError as exc:
         sys.stderr.write(exc.usage_text() + "\n")
         return exc.exit_code
-    except (FaultSpecError, LookupError) as exc:
+    except (FaultSpecError, LookupError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     log = make_logger(int(args.get("tp_size", 1) or 1))
@@ -138,6 +160,9 @@ def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, log: Callabl
     hardware = Hardware(gpu=environ.get(ENV + "GPU", "H100-SXM"), gpus_per_node=max(8, len(gpus)))
     try:
         cost = _bind_cost(model, hardware, args, environ.get(ENV + "COST_MODEL", "roofline"))
+        perturbation = parse_perturbation(environ.get(ENV + "PERTURB"))
+        if perturbation is not None:
+            cost = CorrectedStepCost(cost, perturbation)
         engine = EmulatedEngine(
             args, model, hardware, cost, time_scale=float(environ.get(ENV + "TIME_SCALE", "1.0")), log=log,
             acceptance=float(environ.get(ENV + "DRAFT_ACCEPTANCE", DEFAULT_DRAFT_ACCEPTANCE)),

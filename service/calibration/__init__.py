@@ -1,0 +1,21 @@
+"""Calibrating the simulator on measured rounds: the corrections, fitting them, and simulating with them."""
+
+from service.calibration.cost import CalibratedCostModel, CorrectedStepCost
+from service.calibration.fit import CalibrationError, Observation, figures_of, fit_calibration, simulate_with
+from service.calibration.model import (
+    PARAMETERS,
+    Calibration,
+    CalibrationKey,
+    Factors,
+    Parameter,
+    Residual,
+    best_for,
+    key_of,
+    layout_of,
+)
+
+__all__ = [
+    "PARAMETERS", "CalibratedCostModel", "Calibration", "CalibrationError", "CalibrationKey", "CorrectedStepCost",
+    "Factors", "Observation", "Parameter", "Residual", "best_for", "figures_of", "fit_calibration", "key_of",
+    "layout_of", "simulate_with",
+]

@@ -1,0 +1,180 @@
+"""Fitting a calibration: bounded least squares of the simulator's figures against measured rounds.
+
+Each measured round is simulated again with trial corrections on the same seed, and the residuals are the
+log ratios of simulated to measured figures: output throughput, median ITL, mean TPOT, median, mean and p95
+TTFT, median end-to-end latency, and quantiles (p10 to p90) of the per-request TTFT and TPOT samples when
+the round kept them. scipy's trust-region reflective solver fits the four corrections within their bounds;
+the standard errors come from the Jacobian at the solution (the Gauss-Newton covariance scaled by the
+residual variance).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from service.calibration.cost import CalibratedCostModel
+from service.calibration.model import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
+from service.components import CostModel
+from service.domain import RoundResult, RoundStatus, Scenario, resolve_model
+from service.simulator import simulate_round
+
+# (figure, weight): throughput and ITL weigh most, they carry most of what a decision turns on.
+FIGURES: tuple[tuple[str, float], ...] = (
+    ("output_throughput", 2.0), ("median_itl_ms", 2.0), ("mean_tpot_ms", 1.0), ("median_ttft_ms", 1.0),
+    ("mean_ttft_ms", 0.5), ("p95_ttft_ms", 1.0), ("median_e2e_latency_ms", 1.0))
+QUANTILES = (10, 25, 50, 75, 90)
+SAMPLE_WEIGHT = 0.4
+MIN_SAMPLES = 8
+START = (1.0, 1.0, 0.5, 0.2)
+# A failed simulation counts as this log error on every figure, so the solver steers away from it.
+FAILED_RESIDUAL = math.log(10.0)
+# A weak pull toward no correction (log factors, overheads in units of PRIOR_MS), so a direction the rounds
+# cannot tell apart (a decode factor against a fixed step cost, when every step has the same size) settles
+# on the smaller correction instead of wandering to a bound. The data outweighs it wherever it speaks.
+PRIOR_WEIGHT = 0.05
+PRIOR_MS = 2.0
+
+Simulate = Callable[[Scenario, CostModel, str, int | None], RoundResult]
+
+
+class CalibrationError(ValueError):
+    """The rounds cannot be calibrated on (none completed, or they hold too few figures)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured round: the scenario it ran, what it measured, the seed its traffic was drawn with."""
+
+    scenario: Scenario
+    result: RoundResult
+    seed: int | None = None
+    source: str = ""
+
+
+def figures_of(result: RoundResult) -> dict[str, float]:
+    """The figures a fit compares, from a round result (zero where the round has none)."""
+    out = {name: float(getattr(result.bench, name)) for name, _ in FIGURES}
+    samples = result.samples
+    for label, values in (("ttft", samples.ttft_ms), ("tpot", samples.tpot_ms)):
+        kept = [v for v in values if v > 0]
+        if len(kept) >= MIN_SAMPLES:
+            for q in QUANTILES:
+                out[f"{label} p{q}"] = float(np.percentile(kept, q))
+    return out
+
+
+def _targets(result: RoundResult) -> list[tuple[str, float, float]]:
+    """(figure, measured value, weight) of every positive figure of a measured round."""
+    weights = dict(FIGURES)
+    return [(name, value, weights.get(name, SAMPLE_WEIGHT)) for name, value in figures_of(result).items()
+            if value > 0 and math.isfinite(value)]
+
+
+def simulate_with(scenario: Scenario, cost_model: CostModel, name: str, seed: int | None) -> RoundResult:
+    """One simulated round of `scenario` with the given cost model instance (in this process)."""
+    model = resolve_model(scenario.model)
+    return simulate_round(scenario, model, lambda server: cost_model.bind(model, scenario.hardware, server),
+                          seed=seed, cost_model=name)
+
+
+def fit_calibration(observations: Sequence[Observation], base: CostModel, base_name: str, *,
+                    simulate: Simulate = simulate_with, max_evaluations: int = 24,
+                    start: Factors | None = None) -> Calibration:
+    """Fit the corrections of `base` that make the simulator reproduce `observations` best.
+
+    Raises:
+        CalibrationError: No observation completed, or they hold fewer figures than parameters.
+    """
+    usable = [o for o in observations if o.result.status is RoundStatus.OK and o.result.bench.completed > 0]
+    if not usable:
+        raise CalibrationError("no measured round completed: calibrate on a round whose requests finished")
+    targets = [_targets(o.result) for o in usable]
+    if sum(len(t) for t in targets) < len(PARAMETERS) + 1:
+        raise CalibrationError("the measured rounds hold too few figures to fit four parameters")
+    cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, float]]]] = {}
+
+    def evaluate(x: np.ndarray) -> tuple[np.ndarray, list[dict[str, float]]]:
+        point = tuple(round(float(v), 9) for v in x)
+        if point not in cache:
+            model = CalibratedCostModel(base, Factors.of(point))
+            residuals: list[float] = []
+            predicted: list[dict[str, float]] = []
+            for obs, wanted in zip(usable, targets, strict=True):
+                result = simulate(obs.scenario, model, base_name, obs.seed)
+                got = figures_of(result) if result.status is RoundStatus.OK else {}
+                predicted.append(got)
+                for name, measured, weight in wanted:
+                    value = got.get(name, 0.0)
+                    error = math.log(value / measured) if value > 0 else FAILED_RESIDUAL
+                    residuals.append(math.sqrt(weight) * error)
+            residuals += _prior(point)
+            cache[point] = (np.asarray(residuals), predicted)
+        return cache[point]
+
+    lower = np.array([p[1] for p in PARAMETERS])
+    upper = np.array([p[2] for p in PARAMETERS])
+    x0 = np.clip(np.array((start.vector() if start else START), dtype=float), lower + 1e-6, upper - 1e-6)
+    solution = least_squares(lambda x: evaluate(x)[0], x0, bounds=(lower, upper), method="trf",
+                             diff_step=0.05, x_scale=np.array([0.3, 0.3, 1.0, 1.0]), max_nfev=max_evaluations)
+    x = solution.x
+    residuals, predicted = evaluate(x)
+    identity_residuals, uncalibrated = evaluate(np.array(Factors().vector()))
+    parameters = _parameters(x, solution.jac, residuals, lower, upper)
+    return Calibration(
+        key=key_of(usable[0].scenario), parameters=parameters, cost_model=base_name, rounds=len(usable),
+        sources=[o.source for o in usable if o.source],
+        residuals=_residual_rows(usable, targets, predicted, uncalibrated),
+        rms_error=_rms(usable, targets, predicted), rms_error_uncalibrated=_rms(usable, targets, uncalibrated),
+        evaluations=len(cache), id=f"cal_{uuid.uuid4().hex[:10]}", created_at=time.time())
+
+
+def _prior(point: tuple[float, ...]) -> list[float]:
+    weight = math.sqrt(PRIOR_WEIGHT)
+    prefill, decode, step_ms, request_ms = point
+    return [weight * math.log(prefill), weight * math.log(decode), weight * step_ms / PRIOR_MS,
+            weight * request_ms / PRIOR_MS]
+
+
+def _parameters(x: np.ndarray, jac: np.ndarray, residuals: np.ndarray, lower: np.ndarray,
+                upper: np.ndarray) -> list[Parameter]:
+    m, n = jac.shape
+    dof = max(m - n, 1)
+    variance = float(residuals @ residuals) / dof
+    covariance = np.linalg.pinv(jac.T @ jac) * variance
+    errors = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+    out = []
+    for i, (name, lo, hi, _, unit) in enumerate(PARAMETERS):
+        span = hi - lo
+        out.append(Parameter(name=name, value=float(x[i]), stderr=float(min(errors[i], span)), lower=lo, upper=hi,
+                             unit=unit, at_bound=bool(x[i] - lo < 1e-3 * span or hi - x[i] < 1e-3 * span)))
+    return out
+
+
+def _residual_rows(usable: Sequence[Observation], targets: list[list[tuple[str, float, float]]],
+                   predicted: list[dict[str, float]], uncalibrated: list[dict[str, float]]) -> list[Residual]:
+    rows = []
+    for i, wanted in enumerate(targets):
+        for name, measured, _ in wanted:
+            if name.startswith(("ttft p", "tpot p")):
+                continue  # the distributions are fitted; the report shows the round's own figures
+            value = predicted[i].get(name, 0.0)
+            rows.append(Residual(round=i, figure=name, measured=measured, predicted=value,
+                                 uncalibrated=uncalibrated[i].get(name, 0.0), error=value / measured - 1.0))
+    return rows
+
+
+def _rms(usable: Sequence[Observation], targets: list[list[tuple[str, float, float]]],
+         predicted: list[dict[str, float]]) -> float:
+    errors = [predicted[i].get(name, 0.0) / measured - 1.0 for i, wanted in enumerate(targets)
+              for name, measured, _ in wanted if not name.startswith(("ttft p", "tpot p"))]
+    return float(math.sqrt(sum(e * e for e in errors) / len(errors))) if errors else 0.0
+
+
+__all__ = ["NAMES", "CalibrationError", "Observation", "figures_of", "fit_calibration", "simulate_with"]
