@@ -9,13 +9,12 @@ from service.calibration.model import (
     Factors,
     Parameter,
     Residual,
-    best_for,
     key_of,
     layout_of,
 )
 
 __all__ = [
     "PARAMETERS", "CalibratedCostModel", "Calibration", "CalibrationError", "CalibrationKey", "CorrectedStepCost",
-    "Factors", "Observation", "Parameter", "Residual", "best_for", "figures_of", "fit_calibration", "key_of",
+    "Factors", "Observation", "Parameter", "Residual", "figures_of", "fit_calibration", "key_of",
     "layout_of", "simulate_with",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from service.calibration.cost import CalibratedCostModel
-from service.calibration.model import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
+from service.calibration.model import PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
 from service.components import CostModel
 from service.domain import RoundResult, RoundStatus, Scenario, resolve_model
 from service.simulator import simulate_round
@@ -130,8 +130,8 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
     return Calibration(
         key=key_of(usable[0].scenario), parameters=parameters, cost_model=base_name, rounds=len(usable),
         sources=[o.source for o in usable if o.source],
-        residuals=_residual_rows(usable, targets, predicted, uncalibrated),
-        rms_error=_rms(usable, targets, predicted), rms_error_uncalibrated=_rms(usable, targets, uncalibrated),
+        residuals=_residual_rows(targets, predicted, uncalibrated),
+        rms_error=_rms(targets, predicted), rms_error_uncalibrated=_rms(targets, uncalibrated),
         evaluations=len(cache), id=f"cal_{uuid.uuid4().hex[:10]}", created_at=time.time())
 
 
@@ -157,7 +157,7 @@ def _parameters(x: np.ndarray, jac: np.ndarray, residuals: np.ndarray, lower: np
     return out
 
 
-def _residual_rows(usable: Sequence[Observation], targets: list[list[tuple[str, float, float]]],
+def _residual_rows(targets: list[list[tuple[str, float, float]]],
                    predicted: list[dict[str, float]], uncalibrated: list[dict[str, float]]) -> list[Residual]:
     rows = []
     for i, wanted in enumerate(targets):
@@ -170,11 +170,10 @@ def _residual_rows(usable: Sequence[Observation], targets: list[list[tuple[str, 
     return rows
 
 
-def _rms(usable: Sequence[Observation], targets: list[list[tuple[str, float, float]]],
-         predicted: list[dict[str, float]]) -> float:
+def _rms(targets: list[list[tuple[str, float, float]]], predicted: list[dict[str, float]]) -> float:
     errors = [predicted[i].get(name, 0.0) / measured - 1.0 for i, wanted in enumerate(targets)
               for name, measured, _ in wanted if not name.startswith(("ttft p", "tpot p"))]
     return float(math.sqrt(sum(e * e for e in errors) / len(errors))) if errors else 0.0
 
 
-__all__ = ["NAMES", "CalibrationError", "Observation", "figures_of", "fit_calibration", "simulate_with"]
+__all__ = ["CalibrationError", "Observation", "figures_of", "fit_calibration", "simulate_with"]

@@ -46,14 +46,6 @@ class Factors(msgspec.Struct, frozen=True, kw_only=True):
     def of(cls, values: list[float] | tuple[float, ...]) -> Factors:
         return cls(**{name: float(v) for name, v in zip(NAMES, values, strict=True)})
 
-    def is_identity(self) -> bool:
-        return self == Factors()
-
-    def line(self) -> str:
-        """`prefill x1.80, decode x1.40, +2.00 ms/step, +0.00 ms/request`."""
-        return (f"prefill x{self.prefill:.2f}, decode x{self.decode:.2f}, +{self.step_ms:.2f} ms/step, "
-                f"+{self.request_ms:.2f} ms/request")
-
 
 class Parameter(msgspec.Struct, frozen=True, kw_only=True):
     """One fitted correction with its standard error and bounds; `at_bound` when the fit pressed on one."""
@@ -110,10 +102,6 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
     def factors(self) -> Factors:
         return Factors.of([p.value for p in self.parameters])
 
-    def uncertainty(self) -> float:
-        """The relative error a prediction of this calibration carries: its fit's RMS error, at least 2%."""
-        return max(self.rms_error, 0.02)
-
     def describe(self) -> str:
         """`calibrated on 2 rounds of qwen3-8b on H100-SXM, SGLang 0.5.23, 1x tp1: prefill x1.80±0.04, ...`."""
         shown = ", ".join(_parameter_text(p) for p in self.parameters)
@@ -148,14 +136,3 @@ def key_of(scenario: Scenario) -> CalibrationKey:
     return CalibrationKey(model=scenario.model, gpu=scenario.hardware.gpu, sglang_version=scenario.sglang_version,
                           layout=layout_of(scenario.deployment))
 
-
-def best_for(scenario: Scenario, calibrations: list[Calibration] | tuple[Calibration, ...]) -> Calibration | None:
-    """The calibration to simulate `scenario` with: same model, GPU and SGLang version; the same layout
-    first, else the newest of another layout. None when nothing matches."""
-    key = key_of(scenario)
-    same = [c for c in calibrations if (c.key.model, c.key.gpu, c.key.sglang_version)
-            == (key.model, key.gpu, key.sglang_version)]
-    if not same:
-        return None
-    exact = [c for c in same if c.key.layout == key.layout]
-    return max(exact or same, key=lambda c: (c.created_at, c.rounds))

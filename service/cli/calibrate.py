@@ -41,8 +41,8 @@ def calibrate_command(scenario_path: Path, round_paths: tuple[Path, ...], bench_
         raise click.ClickException(str(exc)) from exc
     if not round_paths and not bench_paths:
         raise click.UsageError("give at least one measured round: --round ROUND.json or --bench-output FILE")
-    observations = [Observation(scenario, _round(path), _round(path).provenance.seed, str(path))
-                    for path in round_paths]
+    rounds = [(path, _round(path)) for path in round_paths]
+    observations = [Observation(scenario, result, result.provenance.seed, str(path)) for path, result in rounds]
     observations += [Observation(scenario, _bench(path), None, str(path)) for path in bench_paths]
     models: dict[str, CostModel] = PluginHost().components("cost_model")
     base = models.get(cost_model)

@@ -134,7 +134,7 @@ def run_emulator(argv: list[str], environ: Mapping[str, str] | None = None) -> i
     try:
         args = parse_server_argv(argv, version)
         fault = parse_fault(environ.get(FAULT_ENV))
-        parse_perturbation(environ.get(ENV + "PERTURB"))
+        perturbation = parse_perturbation(environ.get(ENV + "PERTURB"))
     except ArgvError as exc:
         sys.stderr.write(exc.usage_text() + "\n")
         return exc.exit_code
@@ -151,16 +151,15 @@ def run_emulator(argv: list[str], environ: Mapping[str, str] | None = None) -> i
     except (KeyError, ValueError, OSError):
         return _fail(log, [f"OSError: {args.get('model_path')} is not a local folder and is not a valid model "
                            "identifier listed on 'https://huggingface.co/models'"])
-    return _serve(args, model, fault, log, environ)
+    return _serve(args, model, fault, perturbation, log, environ)
 
 
-def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, log: Callable[[str], None],
-           environ: Mapping[str, str]) -> int:
+def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, perturbation: Factors | None,
+           log: Callable[[str], None], environ: Mapping[str, str]) -> int:
     gpus = [g for g in environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if g.strip()]
     hardware = Hardware(gpu=environ.get(ENV + "GPU", "H100-SXM"), gpus_per_node=max(8, len(gpus)))
     try:
         cost = _bind_cost(model, hardware, args, environ.get(ENV + "COST_MODEL", "roofline"))
-        perturbation = parse_perturbation(environ.get(ENV + "PERTURB"))
         if perturbation is not None:
             cost = CorrectedStepCost(cost, perturbation)
         engine = EmulatedEngine(
