@@ -148,6 +148,11 @@ class StepCostModel(ABC):
 
     # Optional refinements: cost models may override these; the defaults derive from the two steps above.
 
+    def frontend_seconds(self, input_tokens: int) -> float:
+        """Host time a request spends before the scheduler sees it (HTTP, tokenization), counted in its TTFT and
+        end-to-end latency but in no forward step."""
+        return 0.0
+
     def mixed_seconds(self, new_tokens: int, cached_tokens: int, requests: int, batch: int,
                       context_tokens: int) -> float:
         """One forward pass carrying a prefill chunk and a decode batch (`--enable-mixed-chunk`)."""

@@ -11,7 +11,8 @@ from service.domain import Hardware, ModelSpec, ServerConfig
 
 class CorrectedStepCost(StepCostModel):
     """`base` with `factors` applied: prefill and decode times scaled, fixed per-step and per-request costs
-    added. Transfers (HiCache, PD) are left as the base prices them."""
+    added, and a host delay before each request reaches the scheduler. Transfers (HiCache, PD) are left as the
+    base prices them."""
 
     name: ClassVar[str] = "corrected"
 
@@ -21,6 +22,7 @@ class CorrectedStepCost(StepCostModel):
         self.label = label
         self._step = factors.step_ms / 1e3
         self._request = factors.request_ms / 1e3
+        self._frontend = factors.frontend_ms / 1e3
 
     def prefill_seconds(self, new_tokens: int, cached_tokens: int, requests: int) -> float:
         return (self.factors.prefill * self.base.prefill_seconds(new_tokens, cached_tokens, requests)
@@ -43,6 +45,9 @@ class CorrectedStepCost(StepCostModel):
                                  topk: int = 1) -> float:
         base = self.base.speculative_step_seconds(batch, context_tokens, draft_tokens, draft_steps, topk)
         return self.factors.decode * base + self._step
+
+    def frontend_seconds(self, input_tokens: int) -> float:
+        return self.base.frontend_seconds(input_tokens) + self._frontend
 
     def transfer_seconds(self, nbytes: float, gbps: float) -> float:
         return self.base.transfer_seconds(nbytes, gbps)

@@ -3,7 +3,7 @@
 Each measured round is simulated again with trial corrections on the same seed, and the residuals are the
 log ratios of simulated to measured figures: output throughput, median ITL, mean TPOT, median, mean and p95
 TTFT, median end-to-end latency, and quantiles (p10 to p90) of the per-request TTFT and TPOT samples when
-the round kept them. scipy's trust-region reflective solver fits the four corrections within their bounds;
+the round kept them. scipy's trust-region reflective solver fits the five corrections within their bounds;
 the standard errors come from the Jacobian at the solution (the Gauss-Newton covariance scaled by the
 residual variance).
 """
@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from service.calibration.cost import CalibratedCostModel
-from service.calibration.model import PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
+from service.calibration.model import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
 from service.components import CostModel
 from service.domain import RoundResult, RoundStatus, Scenario, resolve_model
 from service.simulator import simulate_round
@@ -32,14 +32,19 @@ FIGURES: tuple[tuple[str, float], ...] = (
 QUANTILES = (10, 25, 50, 75, 90)
 SAMPLE_WEIGHT = 0.4
 MIN_SAMPLES = 8
-START = (1.0, 1.0, 0.5, 0.2)
+START = (1.0, 1.0, 0.5, 0.2, 1.0)
+X_SCALE = np.array([0.3, 0.3, 1.0, 1.0, 2.0])  # the size of a typical correction of each parameter
+FRONTEND = NAMES.index("frontend_ms")
 # A failed simulation counts as this log error on every figure, so the solver steers away from it.
 FAILED_RESIDUAL = math.log(10.0)
-# A weak pull toward no correction (log factors, overheads in units of PRIOR_MS), so a direction the rounds
-# cannot tell apart (a decode factor against a fixed step cost, when every step has the same size) settles
-# on the smaller correction instead of wandering to a bound. The data outweighs it wherever it speaks.
+# A weak pull toward no correction, so a direction the rounds cannot tell apart settles on the smaller
+# correction instead of wandering to a bound; the data outweighs it wherever it speaks. Factors count as
+# their logs, the fixed step cost as the log of the share it adds to the uncalibrated decode step (so a
+# decode factor and a fixed cost that lengthen a step alike cost alike: in a memory-bound decode every step
+# streams the same weights and no load can tell the two apart), the per-request costs in units of a few ms.
 PRIOR_WEIGHT = 0.05
 PRIOR_MS = 2.0
+PRIOR_FRONTEND_MS = 10.0  # host delays run to tens of milliseconds where a step's overhead runs to a few
 
 Simulate = Callable[[Scenario, CostModel, str, int | None], RoundResult]
 
@@ -97,8 +102,9 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
         raise CalibrationError("no measured round completed: calibrate on a round whose requests finished")
     targets = [_targets(o.result) for o in usable]
     if sum(len(t) for t in targets) < len(PARAMETERS) + 1:
-        raise CalibrationError("the measured rounds hold too few figures to fit four parameters")
+        raise CalibrationError(f"the measured rounds hold too few figures to fit {len(PARAMETERS)} parameters")
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, float]]]] = {}
+    step_ms = [PRIOR_MS]  # the uncalibrated decode step the prior measures a fixed step cost against
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, list[dict[str, float]]]:
         point = tuple(round(float(v), 9) for v in x)
@@ -114,19 +120,33 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
                     value = got.get(name, 0.0)
                     error = math.log(value / measured) if value > 0 else FAILED_RESIDUAL
                     residuals.append(math.sqrt(weight) * error)
-            residuals += _prior(point)
+            residuals += _prior(point, step_ms[0])
             cache[point] = (np.asarray(residuals), predicted)
         return cache[point]
+
+    identity = np.array(Factors().vector())
+    itl = [got.get("median_itl_ms", 0.0) for got in evaluate(identity)[1]]
+    if any(v > 0 for v in itl):
+        step_ms[0] = float(np.median([v for v in itl if v > 0]))
+        cache.clear()  # its residuals carried the placeholder prior
 
     lower = np.array([p[1] for p in PARAMETERS])
     upper = np.array([p[2] for p in PARAMETERS])
     x0 = np.clip(np.array((start.vector() if start else START), dtype=float), lower + 1e-6, upper - 1e-6)
-    solution = least_squares(lambda x: evaluate(x)[0], x0, bounds=(lower, upper), method="trf",
-                             diff_step=0.05, x_scale=np.array([0.3, 0.3, 1.0, 1.0]), max_nfev=max_evaluations)
-    x = solution.x
+    # Two branches: a host delay fitted, and none at all. The second is not the first's bound: any delay,
+    # however small, makes a request miss the step that starts as the one before it finishes, so the figures
+    # jump between no delay and the smallest one and a gradient cannot cross from one side to the other.
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for free in (np.ones(len(PARAMETERS), dtype=bool), np.arange(len(PARAMETERS)) != FRONTEND):
+        x, jac = _solve(lambda x: evaluate(x)[0], x0, free, lower, upper, max_evaluations)
+        cost = float(evaluate(x)[0] @ evaluate(x)[0])
+        if best is None or cost < best[0]:
+            best = (cost, x, jac)
+    assert best is not None
+    _, x, jac = best
     residuals, predicted = evaluate(x)
-    identity_residuals, uncalibrated = evaluate(np.array(Factors().vector()))
-    parameters = _parameters(x, solution.jac, residuals, lower, upper)
+    _, uncalibrated = evaluate(identity)
+    parameters = _parameters(x, jac, residuals, lower, upper)
     return Calibration(
         key=key_of(usable[0].scenario), parameters=parameters, cost_model=base_name, rounds=len(usable),
         sources=[o.source for o in usable if o.source],
@@ -135,11 +155,29 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
         evaluations=len(cache), id=f"cal_{uuid.uuid4().hex[:10]}", created_at=time.time())
 
 
-def _prior(point: tuple[float, ...]) -> list[float]:
+def _solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, free: np.ndarray, lower: np.ndarray,
+           upper: np.ndarray, max_evaluations: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounded least squares over the `free` parameters (the others held at their value of no correction):
+    the solution and its Jacobian over all parameters (zero columns for the held ones)."""
+    held = np.array([p[3] for p in PARAMETERS])
+
+    def full(z: np.ndarray) -> np.ndarray:
+        x = held.copy()
+        x[free] = z
+        return x
+
+    solution = least_squares(lambda z: residuals(full(z)), x0[free], bounds=(lower[free], upper[free]),
+                             method="trf", diff_step=0.05, x_scale=X_SCALE[free], max_nfev=max_evaluations)
+    jac = np.zeros((solution.jac.shape[0], len(PARAMETERS)))
+    jac[:, free] = solution.jac
+    return full(solution.x), jac
+
+
+def _prior(point: tuple[float, ...], decode_step_ms: float) -> list[float]:
     weight = math.sqrt(PRIOR_WEIGHT)
-    prefill, decode, step_ms, request_ms = point
-    return [weight * math.log(prefill), weight * math.log(decode), weight * step_ms / PRIOR_MS,
-            weight * request_ms / PRIOR_MS]
+    prefill, decode, step_ms, request_ms, frontend_ms = point
+    return [weight * math.log(prefill), weight * math.log(decode), weight * math.log1p(step_ms / decode_step_ms),
+            weight * request_ms / PRIOR_MS, weight * frontend_ms / PRIOR_FRONTEND_MS]
 
 
 def _parameters(x: np.ndarray, jac: np.ndarray, residuals: np.ndarray, lower: np.ndarray,

@@ -2,7 +2,7 @@
 
 A cost model prices one forward step from kernels measured on someone else's rig (aiconfigurator-core) or
 from physics (roofline). A user's deployment adds its own kernels, driver, interconnect, host overheads and
-SGLang version. A calibration keeps four corrections of one (model, GPU, SGLang version, parallel layout):
+SGLang version. A calibration keeps five corrections of one (model, GPU, SGLang version, parallel layout):
 
 | parameter | applies to | bounds |
 |---|---|---|
@@ -10,6 +10,7 @@ SGLang version. A calibration keeps four corrections of one (model, GPU, SGLang 
 | `decode` | every decode and speculative step's time, as a factor | 0.2 to 10 |
 | `step_ms` | a fixed overhead added to every forward step | 0 to 20 ms |
 | `request_ms` | scheduler work per request in an extend batch | 0 to 20 ms |
+| `frontend_ms` | host time before a request reaches the scheduler (HTTP, tokenization): TTFT only | 0 to 50 ms |
 
 Each comes with its standard error from the fit, and the fit's residuals say how well the corrected
 simulator reproduces the rounds it was fitted on.
@@ -27,6 +28,7 @@ PARAMETERS: tuple[tuple[str, float, float, float, str], ...] = (
     ("decode", 0.2, 10.0, 1.0, "x"),
     ("step_ms", 0.0, 20.0, 0.0, "ms"),
     ("request_ms", 0.0, 20.0, 0.0, "ms"),
+    ("frontend_ms", 0.0, 50.0, 0.0, "ms"),
 )
 NAMES = tuple(p[0] for p in PARAMETERS)
 
@@ -38,9 +40,10 @@ class Factors(msgspec.Struct, frozen=True, kw_only=True):
     decode: float = 1.0
     step_ms: float = 0.0
     request_ms: float = 0.0
+    frontend_ms: float = 0.0
 
     def vector(self) -> list[float]:
-        return [self.prefill, self.decode, self.step_ms, self.request_ms]
+        return [self.prefill, self.decode, self.step_ms, self.request_ms, self.frontend_ms]
 
     @classmethod
     def of(cls, values: list[float] | tuple[float, ...]) -> Factors:

@@ -120,9 +120,16 @@ class EmulatedEngine:
         live = LiveRequest(sim=sim, prompt_ids=ids, arrived=self.now())
         self.live[rid] = live
         self.metrics.on_arrival(len(ids))
+        delay = self.worker.setup.cost.frontend_seconds(len(ids))  # nonzero only under a hidden perturbation
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay * self.time_scale, self._enqueue, sim)
+        else:
+            self._enqueue(sim)
+        return live
+
+    def _enqueue(self, sim: SimRequest) -> None:
         self.worker.enqueue(sim)
         self._wake.set()
-        return live
 
     def queue_depth(self) -> tuple[int, int]:
         """(running, waiting) requests, as `/get_load` and the gauges report them."""

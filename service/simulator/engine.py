@@ -27,12 +27,14 @@ STEP_DONE: Final = 0
 ARRIVAL: Final = 1
 READY: Final = 2
 TRANSFER_DONE: Final = 3
+ADMIT: Final = 4
 # (time, sequence, kind, payload): the kind tells the payload's type; the sequence breaks ties in push order.
 _Event: TypeAlias = (
     tuple[float, int, Literal[0], Worker]
     | tuple[float, int, Literal[1], SimRequest]
     | tuple[float, int, Literal[2], tuple[int, int]]
     | tuple[float, int, Literal[3], tuple[SimRequest, Worker]]
+    | tuple[float, int, Literal[4], tuple[SimRequest, int]]
 )
 MAX_EVENTS = 20_000_000
 
@@ -126,6 +128,13 @@ class EventLoop:
         w = self.entry.router.pick(r.blocks, self.now)
         if self.decode is not None:
             r.decode_worker = self.decode.router.pick(r.blocks, self.now)
+        delay = self.entry.workers[w].setup.cost.frontend_seconds(r.input_len)
+        if delay > 0:  # HTTP and tokenization before the scheduler sees it
+            self._push((self.now + delay, next(self.seq), ADMIT, (r, w)))
+        else:
+            self._admit(r, w)
+
+    def _admit(self, r: SimRequest, w: int) -> None:
         grammar = self.entry.grammar[w]
         if grammar is not None and r.schema >= 0 and not grammar.request(r, r.schema, self.now, not r.warmup):
             self._await_grammar(w)  # a cache miss waits in the grammar queue for its compile
@@ -195,8 +204,10 @@ class EventLoop:
                 self._offer(event[3])
             elif event[2] == READY:
                 self._grammar_ready(*event[3])
-            else:
+            elif event[2] == TRANSFER_DONE:
                 self._transfer_done(event[3])
+            else:
+                self._admit(*event[3])
 
     def _step_done(self, worker: Worker) -> None:
         rec = self.cluster.recorder

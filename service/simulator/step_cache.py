@@ -116,6 +116,9 @@ class CachedStepCost(StepCostModel):
     def transfer_seconds(self, nbytes: float, gbps: float) -> float:
         return self.inner.transfer_seconds(nbytes, gbps)
 
+    def frontend_seconds(self, input_tokens: int) -> float:
+        return self.inner.frontend_seconds(input_tokens)
+
     def bound_tokens_per_second(self) -> float:
         return self.inner.bound_tokens_per_second()
 

@@ -31,10 +31,12 @@ CLI_ENV = {"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_
            "SGLANG_TUNER_RUNNER_TIME_SCALE": "0.5"}
 
 
-def cli_round(example: str, *extra: str) -> dict[str, Any]:
-    """`sglang-tuner round examples/emulated/EXAMPLE --json EXTRA...` in a process of its own: its JSON result."""
+def cli_round(example: str, *extra: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`sglang-tuner round examples/emulated/EXAMPLE --json EXTRA...` in a process of its own (CLI_ENV and
+    `env` over this process's environment): its JSON result."""
     done = subprocess.run([*CLI, "--log-level", "warning", "round", str(EXAMPLES / example), "--json", *extra],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **CLI_ENV})
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, **CLI_ENV, **(env or {})})
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -107,3 +107,11 @@ def test_calibrate_prints_the_parameters_with_their_errors(roofline, scenario, t
     assert bad.exit_code == 2 and "--round" in bad.output and "not a round result" in bad.output
     none = CliRunner().invoke(main, ["calibrate", str(path)])
     assert none.exit_code == 2 and "--round ROUND.json or --bench-output FILE" in none.output
+
+
+def test_a_host_delay_lengthens_ttft_and_not_the_steps(roofline, scenario) -> None:
+    plain = simulate_with(scenario, roofline, "roofline", 0).bench
+    delayed = simulate_with(scenario, CalibratedCostModel(roofline, Factors(frontend_ms=20.0)), "roofline", 0).bench
+    assert delayed.median_ttft_ms >= plain.median_ttft_ms + 20.0
+    assert delayed.median_itl_ms == pytest.approx(plain.median_itl_ms, rel=0.05)
+    assert parse_perturbation("frontend_ms=5") == Factors(frontend_ms=5.0)
