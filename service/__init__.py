@@ -3,11 +3,14 @@
 Plugins import from `service` only (never `service.<private module>`), so the internals can move freely.
 """
 
+from service.calibration import CalibratedCostModel, Observation, cost_model_for, fit_calibration, simulate_with
 from service.components import (
     Applicability,
     CostModel,
+    MeasuredHere,
     Playbook,
     Policy,
+    Prediction,
     RoundContext,
     Runner,
     RunnerCapabilities,
@@ -15,6 +18,7 @@ from service.components import (
     Technique,
     TuningContext,
 )
+from service.cost_model_choice import choose_cost_model
 from service.domain import *  # noqa: F403
 from service.domain import __all__ as _domain_all
 from service.domain.model import shipped_models
@@ -47,6 +51,14 @@ from service.simulator import simulate_round
 __all__ = [
     "WARM_PROMPTS_SEED_OFFSET",
     "Applicability",
+    "CalibratedCostModel",
+    "MeasuredHere",
+    "Observation",
+    "Prediction",
+    "cost_model_for",
+    "fit_calibration",
+    "simulate_with",
+    "choose_cost_model",
     "CostModel",
     "Playbook",
     "Policy",

@@ -15,6 +15,7 @@ import msgspec
 from service.domain import (
     SLO,
     BenchSpec,
+    Calibration,
     ConfigDelta,
     Decision,
     Deployment,
@@ -80,11 +81,39 @@ class RunnerCapabilities(msgspec.Struct, frozen=True, kw_only=True):
 
 @dataclass(frozen=True)
 class RoundContext:
-    """What the host hands a runner besides the scenario: the registered cost models and settings."""
+    """What the host hands a runner besides the scenario: the registered cost models, the stored calibrations
+    of this scenario's model and GPU (a simulation applies the one that matches, `calibration_for`), and
+    settings."""
 
     cost_models: dict[str, CostModel] = field(default_factory=dict)
     cost_model: str | None = None
     settings: dict[str, object] = field(default_factory=dict)
+    calibrations: list[Calibration] = field(default_factory=list)
+    # One job's own measurements, for a runner that learns from them (`hybrid`): the engine builds one
+    # context per job, so this lives as long as the job.
+    measured: MeasuredHere = field(default_factory=lambda: MeasuredHere())
+
+
+@dataclass
+class MeasuredHere:
+    """What a runner measured for real in one job, in order; the calibration it fitted on them; and how far
+    its predictions were from the measurements that followed (relative errors, the largest figure's)."""
+
+    rounds: list[tuple[Scenario, RoundResult]] = field(default_factory=list)
+    calibration: Calibration | None = None
+    prediction_errors: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A runner's prediction of a round: one result per seed, and the relative error it is trusted to (the
+    calibration's fit and how far its earlier predictions were from the measurements that followed)."""
+
+    results: list[RoundResult]
+    uncertainty: float
+    basis: str  # what the prediction rests on: `calibrated [cal_...] on 2 rounds of ...`
+    # Of a step's candidates the policy keeps even at the pessimistic end, how many are measured.
+    measure_top_k: int = 1
 
 
 class Runner(ABC):
@@ -97,6 +126,15 @@ class Runner(ABC):
     async def run_round(self, scenario: Scenario, *, seed: int | None = None,
                         context: RoundContext | None = None) -> RoundResult:
         """Run the scenario's bench against its deployment; never raise for a measurement failure."""
+
+    async def predict(self, scenario: Scenario, seeds: list[int],
+                      context: RoundContext | None = None) -> Prediction | None:
+        """What a round of `scenario` would measure on each seed, from a model calibrated on this runner's own
+        measurements, without measuring it; None (the default) when this runner does not predict.
+
+        The engine measures for real only the candidates a prediction cannot rule out (`service.engine.screen`).
+        """
+        return None
 
     async def parallel_rounds(self, scenario: Scenario, context: RoundContext | None = None) -> int:
         """How many rounds of deployments the size of `scenario`'s this runner can measure at once.

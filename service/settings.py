@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -89,6 +89,9 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         ray_address: The `ray` runner's cluster: `ray://head:10001`, `auto`, or `local` (a throwaway cluster
             on this host with fake GPU nodes sized for the scenario); empty means `RAY_ADDRESS`, else `local`.
         ray_local_nodes: Nodes of the `local` throwaway cluster (0: the scenario's `hardware.nodes`).
+        hybrid_measure: The runner the `hybrid` runner measures with: `local`, `attach` or `ray`.
+        hybrid_top_k: Of a step's candidates a calibrated prediction says the policy keeps even at the
+            pessimistic end of its uncertainty, how many the `hybrid` runner measures (best predicted first).
     """
 
     allow_flags: list[str] = msgspec.field(default_factory=list)
@@ -111,6 +114,8 @@ class RunnerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     allow_wildcard_bind: bool = False
     ray_address: str = ""
     ray_local_nodes: int = 0
+    hybrid_measure: Literal["local", "attach", "ray"] = "local"
+    hybrid_top_k: Annotated[int, msgspec.Meta(ge=1)] = 1
 
     def url_allowed(self, url: str) -> bool:
         """Whether the attach allowlist admits `url` (a full match of one pattern)."""
@@ -137,7 +142,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             values[field] = _BOOL_WORDS.get(raw.strip().lower(), False)
         elif field in ("time_scale", "retraction_storm_per_request"):
             values[field] = float(raw)
-        elif field == "ray_local_nodes":
+        elif field in ("ray_local_nodes", "hybrid_top_k"):
             values[field] = int(raw)
         else:
             values[field] = raw

@@ -1,7 +1,9 @@
 """The `simulated` runner: one benchmark round through the embedded SGLang simulator.
 
 It picks the cost model from the round context: the requested name, else `aiconfigurator` when that model
-is available and answers for this GPU and model, else `roofline`.
+is available and answers for this GPU and model, else `roofline`. When the context holds a calibration of
+this model, GPU, SGLang version and cost model (its own layout first), every step carries its corrections
+and the round's provenance names it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import ClassVar
 
 from plugins.runners.simulated_pool import portable, processes, simulate_elsewhere
 from service import (
-    CostModel,
+    CalibratedCostModel,
     Provenance,
     RoundContext,
     RoundResult,
@@ -21,11 +23,11 @@ from service import (
     ServerConfig,
     Source,
     StepCostModel,
+    calibration_for,
+    choose_cost_model,
     resolve_model,
     simulate_round,
 )
-
-PREFERENCE = ("aiconfigurator", "roofline")
 
 
 class SimulatedRunner(Runner):
@@ -66,38 +68,18 @@ def simulate_here(scenario: Scenario, seed: int | None, context: RoundContext) -
     except (KeyError, ValueError) as exc:
         return _failed(str(exc), "setup", context.cost_model)
 
+    found = calibration_for(context.calibrations, scenario, name)
+    if found is not None:
+        calibration, note = found
+        cost_model = CalibratedCostModel(cost_model, calibration.factors, calibration.describe() + note)
+
     def bind(server: ServerConfig) -> StepCostModel:
         return cost_model.bind(model, scenario.hardware, server)
 
-    return simulate_round(scenario, model, bind, seed=seed, cost_model=name)
-
-
-def choose_cost_model(context: RoundContext, scenario: Scenario, model: object) -> tuple[str, CostModel]:
-    """The requested cost model, else the first available of aiconfigurator and roofline that can bind."""
-    models = context.cost_models
-    if context.cost_model:
-        if context.cost_model not in models:
-            known = ", ".join(sorted(models)) or "none"
-            raise KeyError(f"unknown cost model {context.cost_model!r} (known: {known})")
-        return context.cost_model, models[context.cost_model]
-    for name in PREFERENCE:
-        candidate = models.get(name)
-        if candidate is None or not candidate.available():
-            continue
-        if name != "roofline" and not _binds(candidate, scenario, model):
-            continue
-        return name, candidate
-    raise KeyError("no cost model is available (register `roofline` or pass one in the round context)")
-
-
-def _binds(cost_model: CostModel, scenario: Scenario, model: object) -> bool:
-    """Whether a measured cost model has data for every server of the scenario."""
-    try:
-        for group in scenario.deployment.groups:
-            cost_model.bind(model, scenario.hardware, group.server)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - any refusal means "not for this GPU and model"
-        return False
-    return True
+    result = simulate_round(scenario, model, bind, seed=seed, cost_model=name)
+    if found is not None:
+        result.provenance.calibration = found[0].id
+    return result
 
 
 def _failed(error: str, phase: str, cost_model: str | None) -> RoundResult:

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from service import CostModel, RoundContext, RoundResult, Scenario
+from service import Calibration, CostModel, RoundContext, RoundResult, Scenario
 
 ENV = "SGLANG_TUNER_SIMULATED_PROCESSES"
 
@@ -82,10 +82,12 @@ async def simulate_elsewhere(scenario: Scenario, seed: int | None, context: Roun
     payload = msgspec.msgpack.encode(scenario)
     loop = asyncio.get_running_loop()
     names = sorted(context.cost_models)
+    calibrations = msgspec.msgpack.encode(context.calibrations)
+    args = (payload, seed, names, context.cost_model, calibrations)
     try:
-        raw = await loop.run_in_executor(_executor(size), _work, payload, seed, names, context.cost_model)
+        raw = await loop.run_in_executor(_executor(size), _work, *args)
     except BrokenProcessPool:  # a worker was killed (out of memory, by hand): a fresh pool runs the round once more
-        raw = await loop.run_in_executor(_executor(size), _work, payload, seed, names, context.cost_model)
+        raw = await loop.run_in_executor(_executor(size), _work, *args)
     return msgspec.msgpack.decode(raw, type=RoundResult)
 
 
@@ -112,7 +114,7 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _work(payload: bytes, seed: int | None, names: list[str], cost_model: str | None) -> bytes:
+def _work(payload: bytes, seed: int | None, names: list[str], cost_model: str | None, calibrations: bytes) -> bytes:
     """In the worker: the round as the service's process would simulate it (the same cost models), encoded."""
     global _worker_models
     from plugins.runners.simulated import simulate_here
@@ -120,6 +122,7 @@ def _work(payload: bytes, seed: int | None, names: list[str], cost_model: str | 
     if _worker_models is None:
         _worker_models = builtin_cost_models()
     scenario = msgspec.msgpack.decode(payload, type=Scenario)
-    context = RoundContext(cost_models={name: _worker_models[name] for name in names}, cost_model=cost_model)
+    context = RoundContext(cost_models={name: _worker_models[name] for name in names}, cost_model=cost_model,
+                           calibrations=msgspec.msgpack.decode(calibrations, type=list[Calibration]))
     result: Any = simulate_here(scenario, seed, context)
     return msgspec.msgpack.encode(result)

@@ -21,6 +21,7 @@ from service.api.mcp_mount import STATE_KEY, build_mcp_endpoint, mcp_mount
 from service.api.problems import problem_response
 from service.api.routes.agents import agent_handlers
 from service.api.routes.calculators import calculators_router
+from service.api.routes.calibrations import calibrations_router
 from service.api.routes.catalogue import catalogue_router
 from service.api.routes.deps import provide_runtime
 from service.api.routes.diagnoses import create_diagnosis
@@ -64,6 +65,7 @@ class TunerPlugin(InitPluginProtocol):
     def _configure_routes(self, app_config: AppConfig) -> None:
         app_config.route_handlers.extend(
             [*health_handlers, catalogue_router, jobs_router([stream_events, get_frontier]), schedules_router, calculators_router,
+             calibrations_router,
              create_profile, create_diagnosis, decode_scenario, *agent_handlers, *ui_handlers, mcp_mount])
 
     def _configure_dependencies(self, app_config: AppConfig) -> None:

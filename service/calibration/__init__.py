@@ -1,8 +1,15 @@
 """Calibrating the simulator on measured rounds: the corrections, fitting them, and simulating with them."""
 
 from service.calibration.cost import CalibratedCostModel, CorrectedStepCost
-from service.calibration.fit import CalibrationError, Observation, figures_of, fit_calibration, simulate_with
-from service.calibration.model import (
+from service.calibration.fit import (
+    CalibrationError,
+    Observation,
+    cost_model_for,
+    figures_of,
+    fit_calibration,
+    simulate_with,
+)
+from service.domain.calibration import (
     PARAMETERS,
     Calibration,
     CalibrationKey,
@@ -15,6 +22,6 @@ from service.calibration.model import (
 
 __all__ = [
     "PARAMETERS", "CalibratedCostModel", "Calibration", "CalibrationError", "CalibrationKey", "CorrectedStepCost",
-    "Factors", "Observation", "Parameter", "Residual", "figures_of", "fit_calibration", "key_of",
+    "Factors", "Observation", "cost_model_for", "Parameter", "Residual", "figures_of", "fit_calibration", "key_of",
     "layout_of", "simulate_with",
 ]

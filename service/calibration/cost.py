@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from service.calibration.model import Calibration, Factors
 from service.components import CostModel, StepCostModel
 from service.domain import Hardware, ModelSpec, ServerConfig
+from service.domain.calibration import Calibration, Factors
 
 
 class CorrectedStepCost(StepCostModel):

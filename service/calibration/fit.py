@@ -20,9 +20,10 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from service.calibration.cost import CalibratedCostModel
-from service.calibration.model import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
-from service.components import CostModel
+from service.components import CostModel, RoundContext
+from service.cost_model_choice import choose_cost_model
 from service.domain import RoundResult, RoundStatus, Scenario, resolve_model
+from service.domain.calibration import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
 from service.simulator import simulate_round
 
 # (figure, weight): throughput and ITL weigh most, they carry most of what a decision turns on.
@@ -80,6 +81,22 @@ def _targets(result: RoundResult) -> list[tuple[str, float, float]]:
     weights = dict(FIGURES)
     return [(name, value, weights.get(name, SAMPLE_WEIGHT)) for name, value in figures_of(result).items()
             if value > 0 and math.isfinite(value)]
+
+
+def cost_model_for(models: dict[str, CostModel], requested: str | None, scenario: Scenario) -> tuple[str, CostModel]:
+    """The cost model a calibration of `scenario` corrects: `requested`, else the one its simulated rounds use.
+
+    Raises:
+        ValueError: `requested` is not an available cost model (the message names the available ones).
+    """
+    available = {name: m for name, m in models.items() if m.available()}
+    if requested is not None and requested not in available:
+        raise ValueError(f"{requested!r} is not an available cost model; use one of {', '.join(sorted(available))}")
+    try:
+        return choose_cost_model(RoundContext(cost_models=available, cost_model=requested), scenario,
+                                 resolve_model(scenario.model))
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from exc
 
 
 def simulate_with(scenario: Scenario, cost_model: CostModel, name: str, seed: int | None) -> RoundResult:

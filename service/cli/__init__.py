@@ -17,6 +17,7 @@ from service.logs import configure_logging
 COMMANDS: dict[str, str] = {
     "calc": "calc",
     "calibrate": "calibrate",
+    "calibrations": "calibrate",
     "diagnose": "diagnose",
     "emulate": "emulate",
     "flags": "render",

@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import click
 import msgspec
 
-from service.cli.serve import db_option
-from service.store import Scope, Store, open_store
-
-T = TypeVar("T")
+from service.cli.database import db_option, with_store
+from service.store import Scope
 
 
 def register(main: click.Group) -> None:
     main.add_command(keys_group)
-
-
-def _with_store(db_url: str, work: Callable[[Store], Awaitable[T]]) -> T:
-    async def run() -> T:
-        store = open_store(db_url)
-        try:
-            await store.migrate()
-            return await work(store)
-        finally:
-            await store.close()
-    return asyncio.run(run())
 
 
 @click.group("keys")
@@ -43,7 +27,7 @@ def keys_group() -> None:
 @db_option
 def create_command(name: str, scopes: tuple[str, ...], db_url: str) -> None:
     """Create a key and print its token once; only a hash is stored."""
-    record, token = _with_store(db_url, lambda store: store.create_api_key(name, [Scope(s) for s in scopes]))
+    record, token = with_store(db_url, lambda store: store.create_api_key(name, [Scope(s) for s in scopes]))
     click.echo(token)
     click.echo(f"created {record.id} ({', '.join(s.value for s in record.scopes)}); "
                "store the token now, it cannot be shown again", err=True)
@@ -54,7 +38,7 @@ def create_command(name: str, scopes: tuple[str, ...], db_url: str) -> None:
 @db_option
 def list_command(as_json: bool, db_url: str) -> None:
     """List keys (never their secrets)."""
-    keys = _with_store(db_url, lambda store: store.list_api_keys())
+    keys = with_store(db_url, lambda store: store.list_api_keys())
     if as_json:
         click.echo(msgspec.json.encode([msgspec.structs.replace(k, secret_hash="") for k in keys]).decode())
         return
@@ -69,6 +53,6 @@ def list_command(as_json: bool, db_url: str) -> None:
 @db_option
 def revoke_command(key_id: str, db_url: str) -> None:
     """Revoke a key by id; requests with it fail within seconds."""
-    if not _with_store(db_url, lambda store: store.revoke_api_key(key_id)):
+    if not with_store(db_url, lambda store: store.revoke_api_key(key_id)):
         raise click.ClickException(f"no active key {key_id!r}; `sglang-tuner keys list` shows them")
     click.echo(f"revoked {key_id}")

@@ -11,25 +11,15 @@ from sqlalchemy.engine import make_url
 
 from service.api.app import create_app
 from service.api.runtime import DEFAULT_MAX_BODY_BYTES, DevModeRefusedError, ServiceSettings, check_dev_mode
+from service.cli.database import db_option
 from service.logs import get_logger
-from service.store import DEFAULT_DB_URL
 from service.workers.engine_process import SERVING_CPUS
 from service.workers.pool import WorkerSettings
 
 log = get_logger(__name__)
 
-DB_ENV = "SGLANG_TUNER_DB"
-
-
 def register(main: click.Group) -> None:
     main.add_command(serve_command)
-
-
-def db_option(function: click.decorators.FC) -> click.decorators.FC:
-    """`--db URL`, shared by the commands that open the service's database."""
-    return click.option(
-        "--db", "db_url", envvar=DB_ENV, default=DEFAULT_DB_URL, show_default=True,
-        help=f"Database: a SQLite file path or URL, or postgresql://user@host/db (env {DB_ENV}).")(function)
 
 
 @click.command("serve")

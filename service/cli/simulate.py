@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from service.cli.checks import refuse_invalid, use_ray_address
+from service.cli.database import calibrated_option, db_option, stored_calibrations
 from service.domain import BenchSpec, RoundResult
 from service.engine import round_context
 from service.engine.max_load import run_round
@@ -32,9 +33,11 @@ def register(main: click.Group) -> None:
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="The ray runner's cluster: ray://head:10001, auto, or local (a throwaway cluster on this host); "
                    "default: the runner setting ray_address, else RAY_ADDRESS, else local.")
+@calibrated_option
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the whole RoundResult as JSON.")
 def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model: str | None,
-                  ray_address: str | None, as_json: bool) -> None:
+                  ray_address: str | None, calibrated: bool, db_url: str, as_json: bool) -> None:
     """Run one benchmark round of SCENARIO.toml and print bench_serving's figures."""
     use_ray_address(ray_address)
     try:
@@ -47,7 +50,8 @@ def round_command(scenario_path: Path, runner: str, seed: int | None, cost_model
         chosen = host.get("runner", runner)
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0])) from exc
-    context = round_context(host, scenario, cost_model)  # the one choice `tune` and the service make too
+    # The one choice `tune` and the service make too.
+    context = round_context(host, scenario, cost_model, stored_calibrations(db_url, calibrated))
     received: list[signal.Signals] = []
     try:
         result = asyncio.run(_until_stopped(run_round(chosen, scenario, seed=seed, context=context), received))

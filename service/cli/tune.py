@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from service.cli.checks import refuse_invalid, use_ray_address
+from service.cli.database import calibrated_option, db_option, stored_calibrations
 from service.components import Playbook
 from service.engine import JobEvent, render_markdown, report_json, run_playbook
 from service.playbooks import InputFileError, check_playbook, load_playbook, playbook_scenario
@@ -37,12 +38,14 @@ def register(main: click.Group) -> None:
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="The ray runner's cluster: ray://head:10001, auto, or local (a throwaway cluster on this host); "
                    "default: the runner setting ray_address, else RAY_ADDRESS, else local.")
+@calibrated_option
+@db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of Markdown.")
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write the Markdown report to this file (with --json: JSON on stdout, Markdown here).")
 def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | None, policy: str | None,
-                 seed: int, repeats: int | None, parallel: int | None, ray_address: str | None, as_json: bool,
-                 markdown_path: str | None) -> None:
+                 seed: int, repeats: int | None, parallel: int | None, ray_address: str | None, calibrated: bool,
+                 db_url: str, as_json: bool, markdown_path: str | None) -> None:
     """Tune a deployment round by round: propose, benchmark, keep or roll back, as the casebook does."""
     use_ray_address(ray_address)
     host = PluginHost()
@@ -56,7 +59,8 @@ def tune_command(playbook_ref: str, scenario_path: str | None, runner: str | Non
     refuse_invalid(scenario, scenario_path or playbook.scenario)  # before any round: exit 2 naming the field
     try:
         outcome = asyncio.run(run_playbook(host, playbook, scenario, runner=runner, policy=policy, seed=seed,
-                                           repeats=repeats, callback=_progress_printer(), parallel=parallel))
+                                           repeats=repeats, callback=_progress_printer(), parallel=parallel,
+                                           calibrations=stored_calibrations(db_url, calibrated)))
     except KeyError as exc:
         raise click.ClickException(str(exc.args[0]) if exc.args else str(exc)) from exc
     # The same report the service stores and serves for a job of this playbook and seed.

@@ -17,6 +17,17 @@ from service.domain.bench import (
     TraceRecord,
     TraceSpec,
 )
+from service.domain.calibration import (
+    PARAMETERS,
+    Calibration,
+    CalibrationKey,
+    Factors,
+    Parameter,
+    Residual,
+    calibration_for,
+    key_of,
+    layout_of,
+)
 from service.domain.deployment import (
     Deployment,
     FlagValue,
@@ -52,6 +63,8 @@ from service.domain.workload import (
 )
 
 __all__ = [
+    "PARAMETERS", "Calibration", "CalibrationKey", "Factors", "Parameter", "Residual", "calibration_for", "key_of",
+    "layout_of",
     "LATENCY_TARGETS", "SLO_TARGETS", "SLO_UNITS", "completion_hours", "mean_result", "slo_checks",
     "GOODPUT_METRICS", "MaxLoadSearch", "goodput", "goodput_slos",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",

@@ -187,6 +187,8 @@ class Provenance(msgspec.Struct, kw_only=True):
     # similar model, and what was priced analytically in place of measured ops (one entry per distinct
     # answer, " | "-joined with the worker roles in front when a round has more than one).
     cost_model_detail: str = ""
+    # The stored calibration whose corrections the cost model's answers carry (its id), if any.
+    calibration: str | None = None
     sglang_version: str | None = None
     # The traffic seed of this repeat, stamped by the engine: repeats of two rounds with the same seed saw
     # the same prompts, so a policy may compare them pair by pair.

@@ -9,6 +9,7 @@ from typing import Literal
 import msgspec
 
 from service.domain.bench import RoundResult
+from service.domain.calibration import Calibration
 from service.domain.deployment import Deployment, FlagValue, RouterConfig
 from service.domain.scenario import Scenario
 from service.domain.workload import WorkloadProfile
@@ -154,3 +155,5 @@ class Job(msgspec.Struct, kw_only=True):
     kind: Literal["tune", "round"] = "tune"
     seed: int = 0
     repeats: int | None = None
+    # The stored calibrations when the job started: simulated rounds apply the one that matches.
+    calibrations: list[Calibration] = msgspec.field(default_factory=list)

@@ -50,6 +50,7 @@ from service.engine.overrides import with_playbook_bench, with_playbook_quality
 from service.engine.parallel import Prefetch
 from service.engine.quality import check_quality, gate_required
 from service.engine.resume import resume_state
+from service.engine.screen import Screen, closed_by_prediction, with_prediction_error
 from service.engine.slo import policy_slo_checks
 from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
 from service.engine.states import move_job, move_round
@@ -255,15 +256,20 @@ class TuningEngine(RoundMeasurer):
         trials: list[Trial] = []
         await self.prefetch.size_for(self.state.accepted)
         vetted = [self._vet(delta) for delta in deltas]  # the accepted baseline is the same for the whole group
-        for delta, vet in zip(deltas, vetted, strict=True):
-            if (vet.candidate is not None and vet.closed is None and delta_key(delta) not in self.state.awaiting_decision
-                    and fingerprint(vet.candidate) not in self.state.measured):
-                self.prefetch.start(vet.candidate, self.seeds())
+        fresh = [vet.candidate if (vet.candidate is not None and vet.closed is None and delta_key(delta) not in
+                                   self.state.awaiting_decision and fingerprint(vet.candidate) not in self.state.measured)
+                 else None for delta, vet in zip(deltas, vetted, strict=True)]
+        screens = await self.screen_group(fresh)  # a predicting runner's reading (service.engine.screen)
+        top_k = min((s.prediction.measure_top_k for s in screens if s is not None), default=1)
+        predicted = closed_by_prediction(screens, top_k)
+        for i, candidate in enumerate(fresh):
+            if candidate is not None and i not in predicted:
+                self.prefetch.start(candidate, self.seeds())
         try:
-            for delta, vet in zip(deltas, vetted, strict=True):
+            for i, (delta, vet) in enumerate(zip(deltas, vetted, strict=True)):
                 if trials and self._stop_reason() is not None:
                     break  # the budget ran out or measurement keeps failing: judge what was measured
-                trial = await self._try(delta, vet)
+                trial = await self._try(delta, vet, screens[i], predicted.get(i))
                 if trial is not None:
                     trials.append(trial)
                     if trial.results:
@@ -307,7 +313,8 @@ class TuningEngine(RoundMeasurer):
         self.state.offers.append(line)
         self.state.offers.sort(key=lambda offer: offer.root or 0)  # earliest root first
 
-    async def _try(self, delta: ConfigDelta, vet: Vetted) -> Trial | None:
+    async def _try(self, delta: ConfigDelta, vet: Vetted, screened: Screen | None = None,
+                   predicted: str | None = None) -> Trial | None:
         """Measure one candidate and let the policy judge it; None when it was closed without measuring."""
         key = delta_key(delta)
         self.state.tried.add(key)
@@ -317,8 +324,13 @@ class TuningEngine(RoundMeasurer):
             verdict, reason = vet.closed or (Verdict.ERROR, "no candidate")
             await self._close_unmeasured(round_, verdict, reason)
             return None
+        if screened is not None and predicted is not None:
+            await self._close_predicted(round_, screened, predicted)
+            return None
         candidate, gate = vet.candidate, vet.gate
         results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
+        if screened is not None:
+            decision = with_prediction_error(decision, screened, results)
         self.state.scenarios[round_.index] = candidate
         self.state.lineage[round_.index] = list(self.state.path)
         if gate is not None and decision.verdict.keeps_candidate():

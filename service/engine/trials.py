@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from service.components import Prediction
 from service.domain import Decision, JobState, Pattern, Round, RoundResult, RoundState, RoundStatus, Scenario, Verdict
 from service.engine.ending import Ending
 from service.engine.events import JobEvent
+from service.engine.screen import Screen, screen
 from service.engine.states import move_round
 
 if TYPE_CHECKING:
@@ -135,6 +137,33 @@ class RoundMeasurer:
         self.events.emit(self._job_event("round_measured", round_index=round_.index, technique=round_.technique,
                                          message=f"{len(results)} repeats measured"))
 
+    async def _close_predicted(self, round_: Round, screened: Screen, why: str) -> None:
+        """Close a candidate on its prediction: a rollback no measurement was spent on."""
+        round_.decision = screened.closing(why)
+        if round_.state is RoundState.PENDING:
+            move_round(round_, RoundState.RUNNING)
+        move_round(round_, RoundState.FINISHED)
+        await self._store(round_)
+        self.events.emit(self._job_event("round_finished", round_index=round_.index, technique=round_.technique,
+                                         verdict=Verdict.ROLLBACK.value, message=round_.decision.reasons[0]))
+
+    async def screen_group(self, candidates: list[Scenario | None]) -> list[Screen | None]:
+        """The runner's predictions of a group's candidates against the accepted baseline on this job's seeds
+        (None for a candidate not to screen, and for all when the runner does not predict)."""
+        runner, context = self.parts.runner, self.parts.round_context
+        if not any(c is not None for c in candidates):
+            return [None for _ in candidates]
+        seeds = self.seeds()
+        baseline = await runner.predict(self.state.accepted, seeds, context)
+        if baseline is None or not _usable(baseline):
+            return [None for _ in candidates]
+        screens: list[Screen | None] = []
+        for candidate in candidates:
+            predicted = None if candidate is None else await runner.predict(candidate, seeds, context)
+            screens.append(None if predicted is None or not _usable(predicted) else screen(
+                self.parts.policy.decide, baseline, predicted, self.initial.slo, self.initial.objective))
+        return screens
+
     # -- measuring ----------------------------------------------------------------------------------------
 
     def seeds(self, start: int = 0, count: int | None = None) -> list[int]:
@@ -226,3 +255,8 @@ class RoundMeasurer:
 
     def _job_event(self, kind: Any, **fields: Any) -> JobEvent:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+def _usable(prediction: Prediction) -> bool:
+    """A prediction the policy can read: every seed's simulation completed."""
+    return bool(prediction.results) and all(r.status is RoundStatus.OK for r in prediction.results)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from service.store.calibrations import CalibrationQueries
 from service.store.core import PostgresStoreCore, SqliteStoreCore, StoreCore, advisory_migration_lock, normalize_db_url
 from service.store.jobs import JobQueries
 from service.store.keys import KeyQueries
@@ -16,7 +17,7 @@ from service.store.rounds import RoundQueries
 from service.store.schedules import ScheduleQueries
 
 
-class Store(JobQueries, RoundQueries, KeyQueries, ScheduleQueries, StoreCore):
+class Store(JobQueries, RoundQueries, KeyQueries, ScheduleQueries, CalibrationQueries, StoreCore):
     """Everything the service persists. Use `open_store(url)`; the dialect subclasses differ only in
     how they open connections and transactions (see `service.store.core`)."""
 

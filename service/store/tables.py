@@ -116,3 +116,19 @@ schedule_fires = Table(
     Column("instance", String(80), nullable=False),
     Column("recorded_at", Float, nullable=False),
 )
+
+# Fitted calibrations of a cost model (service.domain.calibration); the body is the whole fit, the key
+# columns are what a simulation looks one up by.
+calibrations = Table(
+    "calibrations",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("model", String(300), nullable=False),
+    Column("gpu", String(100), nullable=False),
+    Column("sglang_version", String(40), nullable=False),
+    Column("layout", String(300), nullable=False),
+    Column("cost_model", String(100), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_calibrations_key", "model", "gpu", "sglang_version", "created_at"),
+)

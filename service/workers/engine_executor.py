@@ -34,7 +34,7 @@ def build_engine(plugins: PluginHost, job: Job, journal: RoundJournal) -> Tuning
     """The engine for `job` with the host's components, its scenario (or its playbook's) and `journal`."""
     playbook = plugins.get("playbook", job.playbook)
     scenario: Scenario = job.scenario if job.scenario is not None else playbook_scenario(playbook)
-    parts = parts_from_host(plugins, playbook, scenario, runner=job.runner)
+    parts = parts_from_host(plugins, playbook, scenario, runner=job.runner, calibrations=job.calibrations)
     return TuningEngine(parts, playbook, scenario, seed=job.seed, repeats=job.repeats, job_id=job.id,
                         journal=journal)
 

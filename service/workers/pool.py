@@ -154,7 +154,9 @@ class JobWorkers:
 
         journal = _GuardedJournal(StoreJournal(self.store, record.id, self.owner, on_round=committed), self,
                                   record.id)
-        return await self.executor.run(to_domain_job(record, rounds), journal)
+        job = to_domain_job(record, rounds)
+        job.calibrations = await self.store.list_calibrations()
+        return await self.executor.run(job, journal)
 
     async def _settle(self, record: JobRecord, run: asyncio.Task[TuningReport]) -> None:
         try:

@@ -31,6 +31,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/calculators/kv-per-token": ("POST",), "/v1/calculators/kv-capacity": ("POST",),
     "/v1/calculators/threshold-batch": ("POST",), "/v1/calculators/required-throughput": ("POST",),
     "/v1/profiles": ("POST",), "/v1/diagnoses": ("POST",), "/schema/openapi.json": ("GET",),
+    "/v1/calibrations": ("GET", "POST"), "/v1/calibrations/{calibration_id:str}": ("GET", "DELETE"),
     "/v1/jobs/{job_id:str}/frontier": ("GET",), "/v1/scenarios/decode": ("POST",),
     "/ui": ("GET",), "/ui/jobs/{job_id:str}": ("GET",), "/ui/static/{file_path:path}": ("GET",),
 }
@@ -50,9 +51,13 @@ VALID_BODIES: dict[str, dict[str, Any]] = {
     "/v1/diagnoses": {"bench_output": '{"request_throughput": 3.2, "median_ttft_ms": 900}', "scenario": SCENARIO,
                       "failure_rate": 0.01, "metrics": "sglang:token_usage 0.91\n"},
     "/v1/scenarios/decode": {"toml": SCENARIO_TEXT},
+    "/v1/calibrations": {"scenario": SCENARIO, "cost_model": "roofline", "rounds": [
+        {"status": "ok", "bench": {"completed": 8, "output_throughput": 900.0, "median_itl_ms": 8.0},
+         "provenance": {"source": "measured", "runner": "attach"}}]},
 }
 
-QUERY_PARAMETERS = ("state", "playbook", "runner", "schedule_id", "limit", "cursor", "wait", "after", "format")
+QUERY_PARAMETERS = ("state", "playbook", "runner", "schedule_id", "limit", "cursor", "wait", "after", "format",
+                    "model", "gpu")
 
 
 @dataclass
@@ -196,7 +201,8 @@ def wild_requests(draw: st.DrawFn, job_ids: list[str], schedule_ids: list[str]) 
     route = draw(st.sampled_from(sorted(ROUTES)))
     method = draw(st.sampled_from(ROUTES[route]))
     path = route.replace("{job_id:str}", draw(path_id(job_ids))).replace(
-        "{schedule_id:str}", draw(path_id(schedule_ids))).replace("{file_path:path}", draw(st.one_of(
+        "{schedule_id:str}", draw(path_id(schedule_ids))).replace(
+        "{calibration_id:str}", draw(path_id([]))).replace("{file_path:path}", draw(st.one_of(
             st.sampled_from(["ui.js", "vendor/d3.min.js", "nope.js", "..%2F..%2Froutes%2Fui.py", "%2E%2E/%2E%2E/x"]),
             path_id([]))))
     query = draw(query_string()) if method == "GET" or draw(st.booleans()) else ""

@@ -26,7 +26,7 @@ COST_MODELS = HOST.components("cost_model")
 FAST: dict[str, Any] = {"engine": "emulator", "time_scale": 0.5, "remap_ports": True,
                         "deadlines": {"start": 30.0, "health": 30.0, "warmup": 30.0, "load": 60.0, "stall": 2.0,
                                       "teardown": 3.0}}
-SUITES = {"simulated", "local", "attach", "ray"}
+SUITES = {"simulated", "local", "attach", "ray", "hybrid"}
 
 
 def test_every_built_in_runner_runs_the_contract() -> None:
@@ -39,6 +39,18 @@ class TestSimulatedRunner(RunnerContract):
     @pytest.fixture
     def runner(self) -> Runner:
         return HOST.get("runner", "simulated")
+
+
+class TestHybridRunner(RunnerContract):
+    """`hybrid` measuring with `local` on the emulator (and calibrating on each round it measured)."""
+
+    @pytest.fixture
+    def runner(self) -> Runner:
+        return HOST.get("runner", "hybrid")
+
+    @pytest.fixture
+    def round_context(self) -> RoundContext:
+        return RoundContext(cost_models=COST_MODELS, settings={**FAST, "hybrid_measure": "local"})
 
 
 class TestLocalRunner(RunnerContract):

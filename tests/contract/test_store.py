@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from service.domain import Decision, JobState, Pattern, Round, RoundState, Verdict
+from service.domain import (
+    Calibration,
+    CalibrationKey,
+    Decision,
+    JobState,
+    Parameter,
+    Pattern,
+    Round,
+    RoundState,
+    Verdict,
+)
 from service.store import (
     BadCursorError,
     CatchUp,
@@ -290,3 +300,35 @@ async def test_numpy_figures_in_a_round_are_stored_as_numbers(store: Store) -> N
                                                      decision=decision))
     stored = (await store.list_rounds(created.id))[0].decision.figures
     assert stored == {"p_value": 0.01, "samples": 3} and type(stored["p_value"]) is float
+
+
+def _calibration(model: str, layout: str, created_at: float = 0.0) -> Calibration:
+    key = CalibrationKey(model=model, gpu="H100-SXM", sglang_version="0.5.23", layout=layout)
+    parameters = [Parameter(name="decode", value=1.4, stderr=0.1, lower=0.2, upper=10.0, unit="x")]
+    return Calibration(key=key, parameters=parameters, cost_model="roofline", rounds=2, created_at=created_at)
+
+
+async def test_calibrations_are_kept_and_listed_newest_first(store: Store, clock: Clock) -> None:
+    first = await store.save_calibration(_calibration("Qwen/Qwen3.6-9B", "1x tp1"))
+    clock.now += 10
+    second = await store.save_calibration(_calibration("Qwen/Qwen3.6-9B", "2x tp1"))
+    other = await store.save_calibration(_calibration("Qwen/Qwen3.6-27B", "1x tp2", created_at=5.0))
+    assert first.id.startswith("cal_") and first.id != second.id and other.created_at == 5.0
+    assert [c.id for c in await store.list_calibrations(model="Qwen/Qwen3.6-9B")] == [second.id, first.id]
+    assert [c.id for c in await store.list_calibrations()] == [second.id, first.id, other.id]
+    assert await store.list_calibrations(model="Qwen/Qwen3.6-9B", gpu="H200") == []
+    fetched = await store.get_calibration(first.id)
+    assert fetched == first and fetched.factors.decode == 1.4
+    assert await store.delete_calibration(first.id) and not await store.delete_calibration(first.id)
+    assert await store.get_calibration(first.id) is None
+
+
+async def test_the_migrated_schema_is_the_tables_the_code_declares(store: Store) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from service.store.tables import metadata
+
+    async with store.engine.connect() as conn:
+        diff = await conn.run_sync(lambda sync: compare_metadata(MigrationContext.configure(sync), metadata))
+    assert diff == []

@@ -91,22 +91,39 @@ def test_the_emulator_perturbation_names_a_bad_part() -> None:
     assert run_emulator(["--model-path", "Qwen/Qwen3.6-9B"], {"SGLANG_TUNER_EMULATOR_PERTURB": "speed=2"}) == 2
 
 
-def test_calibrate_prints_the_parameters_with_their_errors(roofline, scenario, tmp_path) -> None:
+def test_calibrate_prints_the_parameters_with_their_errors_and_stores_them(roofline, scenario, tmp_path) -> None:
     path = tmp_path / "scenario.toml"
     path.write_text(SCENARIO)
     measured = simulate_with(scenario, CalibratedCostModel(roofline, HIDDEN), "hidden", None)
     round_path = tmp_path / "round.json"
     round_path.write_bytes(msgspec.json.encode(measured))
-    result = CliRunner().invoke(main, ["calibrate", str(path), "--round", str(round_path)])
+    db = ["--db", str(tmp_path / "tuner.db")]
+    result = CliRunner().invoke(main, ["calibrate", str(path), "--round", str(round_path), "--cost-model",
+                                       "roofline", *db])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("| decode | "))
     assert float(row.split("|")[2]) == pytest.approx(1.4, rel=0.15)
     assert "| std. error |" in result.output
     assert "uncalibrated" in result.output
-    bad = CliRunner().invoke(main, ["calibrate", str(path), "--round", str(path)])
+    stored = result.output.split("calibration ", 1)[1].split()[0]
+    listed = CliRunner().invoke(main, ["calibrations", "list", *db])
+    assert listed.exit_code == 0 and f"| {stored} |" in listed.output and "| 1x tp1 | roofline | 1 |" in listed.output
+    shown = CliRunner().invoke(main, ["calibrations", "show", stored, "--json", *db])
+    assert msgspec.json.decode(shown.output).get("id") == stored
+    round_run = CliRunner().invoke(main, ["round", str(path), "--calibrated", "--cost-model", "roofline", "--json", *db])
+    assert round_run.exit_code == 0, round_run.output
+    provenance = msgspec.json.decode(round_run.output.strip().splitlines()[-1])["provenance"]
+    assert provenance["calibration"] == stored
+    assert CliRunner().invoke(main, ["calibrations", "delete", stored, *db]).exit_code == 0
+    missing = CliRunner().invoke(main, ["calibrations", "show", stored, *db])
+    assert missing.exit_code == 1 and "calibrations list" in missing.output
+    bad = CliRunner().invoke(main, ["calibrate", str(path), "--round", str(path), *db])
     assert bad.exit_code == 2 and "--round" in bad.output and "not a round result" in bad.output
-    none = CliRunner().invoke(main, ["calibrate", str(path)])
+    none = CliRunner().invoke(main, ["calibrate", str(path), *db])
     assert none.exit_code == 2 and "--round ROUND.json or --bench-output FILE" in none.output
+    unknown = CliRunner().invoke(main, ["calibrate", str(path), "--round", str(round_path), "--cost-model", "abacus",
+                                        *db])
+    assert unknown.exit_code == 2 and "--cost-model" in unknown.output and "roofline" in unknown.output
 
 
 def test_a_host_delay_lengthens_ttft_and_not_the_steps(roofline, scenario) -> None:

@@ -18,9 +18,12 @@ simulator reproduces the rounds it was fitted on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
-from service.domain import Deployment, Scenario
+from service.domain.deployment import Deployment
+from service.domain.scenario import Scenario
 
 # (name, lower bound, upper bound, value with no correction, unit)
 PARAMETERS: tuple[tuple[str, float, float, float, str], ...] = (
@@ -103,17 +106,20 @@ class Calibration(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def factors(self) -> Factors:
-        return Factors.of([p.value for p in self.parameters])
+        """The corrections to apply (a parameter the calibration does not hold stays at no correction)."""
+        known = Factors.__struct_fields__
+        return Factors(**{p.name: float(p.value) for p in self.parameters if p.name in known})
 
     def describe(self) -> str:
         """`calibrated on 2 rounds of qwen3-8b on H100-SXM, SGLang 0.5.23, 1x tp1: prefill x1.80±0.04, ...`."""
-        shown = ", ".join(_parameter_text(p) for p in self.parameters)
+        shown = ", ".join(parameter_text(p) for p in self.parameters)
         ident = f" [{self.id}]" if self.id else ""
         plural = "round" if self.rounds == 1 else "rounds"
         return f"calibrated{ident} on {self.rounds} {plural} of {self.key.line()}: {shown}"
 
 
-def _parameter_text(p: Parameter) -> str:
+def parameter_text(p: Parameter) -> str:
+    """`decode x1.40±0.10` or `step_ms +2.00±0.50 ms`."""
     if p.unit == "x":
         return f"{p.name} x{p.value:.2f}±{p.stderr:.2f}"
     return f"{p.name} +{p.value:.2f}±{p.stderr:.2f} ms"
@@ -139,3 +145,26 @@ def key_of(scenario: Scenario) -> CalibrationKey:
     return CalibrationKey(model=scenario.model, gpu=scenario.hardware.gpu, sglang_version=scenario.sglang_version,
                           layout=layout_of(scenario.deployment))
 
+
+
+def calibration_for(calibrations: Sequence[Calibration], scenario: Scenario,
+                    cost_model: str) -> tuple[Calibration, str] | None:
+    """The calibration a simulation of `scenario` on `cost_model` applies, and a note when it was fitted on
+    another deployment (else ""), or None when none was fitted on this GPU and SGLang version.
+
+    The scenario's own model and layout first, then its model on another layout, then another model on the
+    same GPU and version (what a deployment's kernels and host add is largely the GPU's and the version's,
+    and a job that compares a calibrated round with an uncalibrated one compares two clocks); the newest
+    among equals.
+    """
+    key = key_of(scenario)
+    matching = [c for c in calibrations if c.cost_model == cost_model and c.key.gpu == key.gpu
+                and c.key.sglang_version == key.sglang_version]
+    if not matching:
+        return None
+    best = max(matching, key=lambda c: (c.key.model == key.model, c.key.layout == key.layout, c.created_at))
+    if best.key.model != key.model:
+        return best, f" (fitted on {best.key.model} {best.key.layout}, applied to {key.model} {key.layout})"
+    if best.key.layout != key.layout:
+        return best, f" (fitted on {best.key.layout}, applied to {key.layout})"
+    return best, ""

@@ -1,0 +1,137 @@
+"""The `hybrid` runner: measure for real only what a calibrated simulation cannot rule out.
+
+Every round it is asked to run it measures with a real runner (`hybrid_measure`: `local`, `attach` or `ray`),
+then fits the simulator's corrections (`service.calibration`) on every round it measured in the job. Asked to
+predict (`Runner.predict`), it simulates the candidate on the job's seeds with that calibration. The engine
+screens a step's candidates on those predictions (`service.engine.screen`): what the policy rolls back even
+if the prediction errs in the candidate's favour is closed as predicted and never measured; the rest is
+measured and decided on measured figures, and each measured round's decision says how far its prediction
+was. Before its first measurement (the baseline) it predicts nothing, so everything is measured.
+
+The uncertainty a prediction carries is the largest of the calibration's RMS error on the rounds it was
+fitted on, the largest error of this job's earlier predictions against the measurements that followed, and
+MIN_UNCERTAINTY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+from service import (
+    CalibratedCostModel,
+    Calibration,
+    Observation,
+    Prediction,
+    Provenance,
+    RoundContext,
+    RoundResult,
+    RoundStatus,
+    Runner,
+    RunnerCapabilities,
+    Scenario,
+    Source,
+    cost_model_for,
+    fit_calibration,
+    get_logger,
+    load_runner_settings,
+    simulate_with,
+)
+
+log = get_logger(__name__)
+
+MIN_UNCERTAINTY = 0.05
+# A refit weighs the newest rounds measured in the job (each repeat is one round), at most this many.
+FIT_ROUNDS = 6
+REFIT_EVALUATIONS = 16
+COMPARED = ("output_throughput", "median_itl_ms", "p95_ttft_ms")
+
+
+class HybridRunner(Runner):
+    """Measures with the runner named by `hybrid_measure`; predicts with a simulator calibrated on what it
+    measured in the job."""
+
+    name: ClassVar[str] = "hybrid"
+    capabilities: ClassVar[RunnerCapabilities] = RunnerCapabilities(
+        restarts_servers=True, measures_real_gpus=True, needs_gpu=True)
+
+    def __init__(self, measurers: dict[str, Runner]) -> None:
+        self.measurers = measurers
+
+    def _measurer(self, context: RoundContext) -> Runner:
+        chosen = load_runner_settings(context.settings).hybrid_measure
+        return self.measurers[chosen]
+
+    async def parallel_rounds(self, scenario: Scenario, context: RoundContext | None = None) -> int:
+        # One round at a time: each measurement recalibrates what the next prediction rests on.
+        return 1
+
+    async def run_round(self, scenario: Scenario, *, seed: int | None = None,
+                        context: RoundContext | None = None) -> RoundResult:
+        """Measure for real, then recalibrate on every round measured in this job."""
+        context = context or RoundContext()
+        here = context.measured
+        before = await self._simulate(scenario, seed, context, here.calibration) if here.calibration else None
+        measurer = self._measurer(context)
+        result = await measurer.run_round(scenario, seed=seed, context=context)
+        result.provenance.runner = self.name
+        result.provenance.note = "; ".join(filter(None, [f"measured by the `{measurer.name}` runner",
+                                                         result.provenance.note]))
+        if result.status is not RoundStatus.OK or result.bench.completed == 0:
+            return result
+        if before is not None and before.status is RoundStatus.OK:
+            here.prediction_errors.append(_error(before, result))
+        here.rounds.append((scenario, result))
+        try:
+            here.calibration = await asyncio.to_thread(self._fit, here.rounds[-FIT_ROUNDS:], context,
+                                                       here.calibration)
+        except (ValueError, KeyError) as exc:  # an unfittable round leaves the last calibration standing
+            log.warning("hybrid_calibration_failed", error=str(exc))
+        return result
+
+    async def predict(self, scenario: Scenario, seeds: list[int],
+                      context: RoundContext | None = None) -> Prediction | None:
+        """The candidate on each seed, simulated with the job's calibration; None before the first measurement."""
+        context = context or RoundContext()
+        here = context.measured
+        calibration = here.calibration
+        if calibration is None:
+            return None
+        results = [await self._simulate(scenario, seed, context, calibration) for seed in seeds]
+        uncertainty = max([MIN_UNCERTAINTY, calibration.rms_error, *here.prediction_errors])
+        plural = "round" if len(here.rounds) == 1 else "rounds"
+        basis = f"calibrated on {len(here.rounds)} measured {plural} of this job [{calibration.id}]"
+        return Prediction(results=results, uncertainty=uncertainty, basis=basis,
+                          measure_top_k=load_runner_settings(context.settings).hybrid_top_k)
+
+    def _fit(self, rounds: list[tuple[Scenario, RoundResult]], context: RoundContext,
+             previous: Calibration | None) -> Calibration:
+        name, base = cost_model_for(context.cost_models, context.cost_model, rounds[0][0])
+        observations = [Observation(s, r, r.provenance.seed, f"{r.provenance.runner} round") for s, r in rounds]
+        if previous is None:
+            return fit_calibration(observations, base, name)
+        return fit_calibration(observations, base, name, start=previous.factors,
+                               max_evaluations=REFIT_EVALUATIONS)
+
+    async def _simulate(self, scenario: Scenario, seed: int | None, context: RoundContext,
+                        calibration: Calibration) -> RoundResult:
+        def run() -> RoundResult:
+            name, base = cost_model_for(context.cost_models, context.cost_model, scenario)
+            result = simulate_with(scenario, CalibratedCostModel.of(base, calibration), name, seed)
+            result.provenance.runner = self.name
+            result.provenance.calibration = calibration.id
+            result.provenance.note = "predicted by a simulation calibrated on this job's measured rounds"
+            return result
+        try:
+            return await asyncio.to_thread(run)
+        except (ValueError, KeyError) as exc:
+            return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="setup",
+                               provenance=Provenance(source=Source.SIMULATED, runner=self.name))
+
+
+def _error(predicted: RoundResult, measured: RoundResult) -> float:
+    """The largest relative error of a prediction on the figures a decision turns on."""
+    errors = [abs(getattr(predicted.bench, f) / getattr(measured.bench, f) - 1) for f in COMPARED
+              if getattr(measured.bench, f) > 0 and getattr(predicted.bench, f) > 0]
+    return max(errors, default=0.0)
+
