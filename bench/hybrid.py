@@ -57,11 +57,11 @@ def _playbook(host: PluginHost, name: str, prompts: int) -> Any:
                                                     "warm_prompts": min(playbook.bench.get("warm_prompts", 0), prompts)})
 
 
-def fits(playbook_name: str, prompts: int) -> dict[str, Any]:
+def fits(playbook_name: str, prompts: int, scenario_path: str | None = None) -> dict[str, Any]:
     """The playbook's baseline emulated with no hidden change against the simulator, on the same seed."""
     host = PluginHost()
     playbook = _playbook(host, playbook_name, prompts)
-    scenario = with_playbook_bench(playbook_scenario(playbook), playbook)
+    scenario = with_playbook_bench(playbook_scenario(playbook, scenario_path), playbook)
     context = round_context(host, scenario)
     hidden = os.environ.pop("SGLANG_TUNER_EMULATOR_PERTURB", None)
     try:
@@ -79,10 +79,11 @@ def fits(playbook_name: str, prompts: int) -> dict[str, Any]:
     return {"fits": ok, "emulated_vs_simulated": errors, "status": emulated.status.value}
 
 
-def run(playbook_name: str, runner: str, prompts: int, repeats: int) -> dict[str, Any]:
+def run(playbook_name: str, runner: str, prompts: int, repeats: int,
+        scenario_path: str | None = None) -> dict[str, Any]:
     host = PluginHost()
     playbook = _playbook(host, playbook_name, prompts)
-    scenario = playbook_scenario(playbook)
+    scenario = playbook_scenario(playbook, scenario_path)
     started = time.perf_counter()
     # The hybrid runner calibrates the cost model the emulator times its steps by (`roofline`), so what it
     # learns is the hidden change and this host's overheads, not the gap between two cost models.
@@ -110,20 +111,21 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=120)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--time-scale", type=float, default=0.5)
+    parser.add_argument("--scenario", default=None, help="A scenario file in place of each playbook's own.")
     args = parser.parse_args()
     os.environ.update({"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_PORTS": "1",
                        "SGLANG_TUNER_RUNNER_TIME_SCALE": str(args.time_scale),
                        "SGLANG_TUNER_EMULATOR_PERTURB": PERTURB})
     for name in args.playbooks or PLAYBOOKS:
-        machine = fits(name, args.prompts)
+        machine = fits(name, args.prompts, args.scenario)
         if not machine["fits"]:
             print(json.dumps({"playbook": name, "prompts": args.prompts, "time_scale": args.time_scale, **machine,
                               "cpus": os.cpu_count()}), flush=True)
             continue
-        local = run(name, "local", args.prompts, args.repeats)
-        hybrid = run(name, "hybrid", args.prompts, args.repeats)
+        local = run(name, "local", args.prompts, args.repeats, args.scenario)
+        hybrid = run(name, "hybrid", args.prompts, args.repeats, args.scenario)
         print(json.dumps({
-            "playbook": name, "prompts": args.prompts, "repeats": args.repeats, "time_scale": args.time_scale,
+            "playbook": name, "scenario": args.scenario, "prompts": args.prompts, "repeats": args.repeats, "time_scale": args.time_scale,
             "same_final": local["final"] == hybrid["final"],
             "measured_rounds": {"local": local["measured_rounds"], "hybrid": hybrid["measured_rounds"]},
             "benchmark_runs": {"local": local["benchmark_runs"], "hybrid": hybrid["benchmark_runs"]},

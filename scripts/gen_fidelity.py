@@ -240,7 +240,10 @@ def main() -> None:
 
     results = [(row, run(row.before), run(row.after)) for row in rows()]
     text = TEMPLATE.replace("{{ROUNDS}}", render(results)).replace("{{DECODE}}", decode_step_table(run))
-    args.out.write_text(text.replace("{{PD_SMALL}}", pd_small_table(run)))
+    text = text.replace("{{PD_SMALL}}", pd_small_table(run))
+    from fidelity_calibrated import END, START, runner_with, table
+
+    args.out.write_text(text.replace("{{CALIBRATED}}", f"{START}\n{table(runner_with())}\n{END}"))
     print(f"wrote {args.out}")
 
 

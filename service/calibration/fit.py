@@ -33,6 +33,9 @@ FIGURES: tuple[tuple[str, float], ...] = (
 QUANTILES = (10, 25, 50, 75, 90)
 SAMPLE_WEIGHT = 0.4
 MIN_SAMPLES = 8
+# Fewer figures than parameters still fit: the prior settles what they leave open, and the standard errors
+# say how little they pinned down.
+MIN_FIGURES = 2
 START = (1.0, 1.0, 0.5, 0.2, 1.0)
 X_SCALE = np.array([0.3, 0.3, 1.0, 1.0, 2.0])  # the size of a typical correction of each parameter
 FRONTEND = NAMES.index("frontend_ms")
@@ -112,14 +115,15 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
     """Fit the corrections of `base` that make the simulator reproduce `observations` best.
 
     Raises:
-        CalibrationError: No observation completed, or they hold fewer figures than parameters.
+        CalibrationError: No observation completed, or they hold fewer than MIN_FIGURES figures.
     """
     usable = [o for o in observations if o.result.status is RoundStatus.OK and o.result.bench.completed > 0]
     if not usable:
         raise CalibrationError("no measured round completed: calibrate on a round whose requests finished")
     targets = [_targets(o.result) for o in usable]
-    if sum(len(t) for t in targets) < len(PARAMETERS) + 1:
-        raise CalibrationError(f"the measured rounds hold too few figures to fit {len(PARAMETERS)} parameters")
+    if sum(len(t) for t in targets) < MIN_FIGURES:
+        raise CalibrationError(f"the measured rounds hold fewer than {MIN_FIGURES} figures (output throughput, "
+                               "ITL, TPOT, TTFT, end-to-end latency): nothing to fit on")
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, float]]]] = {}
     step_ms = [PRIOR_MS]  # the uncalibrated decode step the prior measures a fixed step cost against
 
