@@ -112,13 +112,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--time-scale", type=float, default=0.5)
     parser.add_argument("--scenario", default=None, help="A scenario file in place of each playbook's own.")
+    parser.add_argument("--fits-only", action="store_true", help="Only check which playbooks fit this machine.")
     args = parser.parse_args()
     os.environ.update({"SGLANG_TUNER_RUNNER_ENGINE": "emulator", "SGLANG_TUNER_RUNNER_REMAP_PORTS": "1",
                        "SGLANG_TUNER_RUNNER_TIME_SCALE": str(args.time_scale),
                        "SGLANG_TUNER_EMULATOR_PERTURB": PERTURB})
     for name in args.playbooks or PLAYBOOKS:
         machine = fits(name, args.prompts, args.scenario)
-        if not machine["fits"]:
+        if not machine["fits"] or args.fits_only:
             print(json.dumps({"playbook": name, "prompts": args.prompts, "time_scale": args.time_scale, **machine,
                               "cpus": os.cpu_count()}), flush=True)
             continue

@@ -150,16 +150,17 @@ class RoundMeasurer:
     async def screen_group(self, candidates: list[Scenario | None]) -> list[Screen | None]:
         """The runner's predictions of a group's candidates against the accepted baseline on this job's seeds
         (None for a candidate not to screen, and for all when the runner does not predict)."""
-        runner, context = self.parts.runner, self.parts.round_context
-        if not any(c is not None for c in candidates):
+        predict = getattr(self.parts.runner, "predict", None)  # a runner need not derive from `Runner`
+        context = self.parts.round_context
+        if predict is None or not any(c is not None for c in candidates):
             return [None for _ in candidates]
         seeds = self.seeds()
-        baseline = await runner.predict(self.state.accepted, seeds, context)
+        baseline = await predict(self.state.accepted, seeds, context)
         if baseline is None or not _usable(baseline):
             return [None for _ in candidates]
         screens: list[Screen | None] = []
         for candidate in candidates:
-            predicted = None if candidate is None else await runner.predict(candidate, seeds, context)
+            predicted = None if candidate is None else await predict(candidate, seeds, context)
             screens.append(None if predicted is None or not _usable(predicted) else screen(
                 self.parts.policy.decide, baseline, predicted, self.initial.slo, self.initial.objective))
         return screens
