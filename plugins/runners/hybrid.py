@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
+import msgspec
+
 from service import (
     CalibratedCostModel,
     Calibration,
@@ -45,6 +47,7 @@ MIN_UNCERTAINTY = 0.05
 FIT_ROUNDS = 6
 REFIT_EVALUATIONS = 16
 COMPARED = ("output_throughput", "median_itl_ms", "p95_ttft_ms")
+SIMULATIONS_KEPT = 256
 
 
 class HybridRunner(Runner):
@@ -57,6 +60,9 @@ class HybridRunner(Runner):
 
     def __init__(self, measurers: dict[str, Runner]) -> None:
         self.measurers = measurers
+        # Simulations by (calibration id, scenario, seed): the engine's screening predicts a candidate, then
+        # asks to measure it, and the measurement's prediction error needs the same simulation again.
+        self._simulated: dict[tuple[str, bytes, int | None], RoundResult] = {}
 
     def _measurer(self, context: RoundContext) -> Runner:
         chosen = load_runner_settings(context.settings).hybrid_measure
@@ -115,6 +121,16 @@ class HybridRunner(Runner):
 
     async def _simulate(self, scenario: Scenario, seed: int | None, context: RoundContext,
                         calibration: Calibration) -> RoundResult:
+        key = (calibration.id, msgspec.msgpack.encode(scenario), seed)
+        if key not in self._simulated:
+            if len(self._simulated) >= SIMULATIONS_KEPT:
+                self._simulated.pop(next(iter(self._simulated)))
+            self._simulated[key] = await self._simulate_now(scenario, seed, context, calibration)
+        # A copy: the engine stamps what it is handed.
+        return msgspec.msgpack.decode(msgspec.msgpack.encode(self._simulated[key]), type=RoundResult)
+
+    async def _simulate_now(self, scenario: Scenario, seed: int | None, context: RoundContext,
+                            calibration: Calibration) -> RoundResult:
         def run() -> RoundResult:
             name, base = cost_model_for(context.cost_models, context.cost_model, scenario)
             result = simulate_with(scenario, CalibratedCostModel.of(base, calibration), name, seed)

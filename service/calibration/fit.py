@@ -146,7 +146,8 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
         return cache[point]
 
     identity = np.array(Factors().vector())
-    itl = [got.get("median_itl_ms", 0.0) for got in evaluate(identity)[1]]
+    uncalibrated = evaluate(identity)[1]  # the figures do not depend on the prior, only the residuals do
+    itl = [got.get("median_itl_ms", 0.0) for got in uncalibrated]
     if any(v > 0 for v in itl):
         step_ms[0] = float(np.median([v for v in itl if v > 0]))
         cache.clear()  # its residuals carried the placeholder prior
@@ -166,7 +167,6 @@ def fit_calibration(observations: Sequence[Observation], base: CostModel, base_n
     assert best is not None
     _, x, jac = best
     residuals, predicted = evaluate(x)
-    _, uncalibrated = evaluate(identity)
     parameters = _parameters(x, jac, residuals, lower, upper)
     return Calibration(
         key=key_of(usable[0].scenario), parameters=parameters, cost_model=base_name, rounds=len(usable),
