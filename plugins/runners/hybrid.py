@@ -6,7 +6,8 @@ predict (`Runner.predict`), it simulates the candidate on the job's seeds with t
 screens a step's candidates on those predictions (`service.engine.screen`): what the policy rolls back even
 if the prediction errs in the candidate's favour is closed as predicted and never measured; the rest is
 measured and decided on measured figures, and each measured round's decision says how far its prediction
-was. Before its first measurement (the baseline) it predicts nothing, so everything is measured.
+was. Before its first measurement (the baseline) it predicts nothing, so everything is measured. A resumed
+job's runner is handed the rounds its journal kept (`RoundContext.measured`) and fits on them first.
 
 The uncertainty a prediction carries is the largest of the calibration's RMS error on the rounds it was
 fitted on, the largest error of this job's earlier predictions against the measurements that followed, and
@@ -23,6 +24,7 @@ import msgspec
 from service import (
     CalibratedCostModel,
     Calibration,
+    MeasuredHere,
     Observation,
     Prediction,
     Provenance,
@@ -81,6 +83,8 @@ class HybridRunner(Runner):
         measurer = self._measurer(context)
         result = await measurer.run_round(scenario, seed=seed, context=context)
         result.provenance.runner = self.name
+        # The seed the round's requests were drawn with: the fit replays the same requests in simulation.
+        result.provenance.seed = seed if result.provenance.seed is None else result.provenance.seed
         result.provenance.note = "; ".join(filter(None, [f"measured by the `{measurer.name}` runner",
                                                          result.provenance.note]))
         if result.status is not RoundStatus.OK or result.bench.completed == 0:
@@ -88,18 +92,23 @@ class HybridRunner(Runner):
         if before is not None and before.status is RoundStatus.OK:
             here.prediction_errors.append(_error(before, result))
         here.rounds.append((scenario, result))
+        await self._refit(here, context)
+        return result
+
+    async def _refit(self, here: MeasuredHere, context: RoundContext) -> None:
         try:
             here.calibration = await asyncio.to_thread(self._fit, here.rounds[-FIT_ROUNDS:], context,
                                                        here.calibration)
         except (ValueError, KeyError) as exc:  # an unfittable round leaves the last calibration standing
             log.warning("hybrid_calibration_failed", error=str(exc))
-        return result
 
     async def predict(self, scenario: Scenario, seeds: list[int],
                       context: RoundContext | None = None) -> Prediction | None:
         """The candidate on each seed, simulated with the job's calibration; None before the first measurement."""
         context = context or RoundContext()
         here = context.measured
+        if here.calibration is None and here.rounds:  # a resumed job: its journal's rounds, not yet fitted
+            await self._refit(here, context)
         calibration = here.calibration
         if calibration is None:
             return None

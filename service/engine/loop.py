@@ -49,7 +49,7 @@ from service.engine.outcome import TuningOutcome, build_outcome, objective_met
 from service.engine.overrides import with_playbook_bench, with_playbook_quality
 from service.engine.parallel import Prefetch
 from service.engine.quality import check_quality, gate_required
-from service.engine.resume import resume_state
+from service.engine.resume import remember_measured, resume_state
 from service.engine.screen import Screen, closed_by_prediction, with_prediction_error
 from service.engine.slo import policy_slo_checks
 from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
@@ -129,6 +129,8 @@ class TuningEngine(RoundMeasurer):
         self.budget = Budget(max_rounds=self.playbook.max_rounds, max_gpu_minutes=self.playbook.max_gpu_minutes)
         self.state = resume_state(self.initial, history, self.budget)
         self.job.rounds = sorted(history, key=lambda r: r.index)
+        if self.parts.round_context is not None:  # a runner that learns from the job's rounds learns them again
+            remember_measured(self.parts.round_context.measured, self.state, history)
         return await self.run()
 
     async def _walk(self) -> Ending | None:

@@ -11,7 +11,8 @@ round pointing at it (`retry_of`).
 
 from __future__ import annotations
 
-from service.domain import Round, RoundState, Scenario, Verdict
+from service.components import MeasuredHere
+from service.domain import Round, RoundState, RoundStatus, Scenario, Verdict
 from service.engine.beam import Line, branch_line, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta
@@ -120,3 +121,21 @@ def _replay_decision(state: EngineState, line: Line, round_: Round, candidate: S
         line.baseline = list(round_.results)
         line.kept.append(round_.technique)
         line.path.append(round_.index)
+
+
+def remember_measured(here: MeasuredHere, state: EngineState, history: list[Round]) -> None:
+    """Hand a runner that learns from the job's rounds (`hybrid`) what the job measured for real before its
+    restart: every decided round's real results on the deployment it ran, in order, and how far each screened
+    round's prediction was from its measurement (the largest of its figures' errors)."""
+    here.rounds.clear()
+    here.prediction_errors.clear()
+    here.calibration = None
+    for round_ in sorted(history, key=lambda r: r.index):
+        scenario = state.scenarios.get(round_.index)
+        if scenario is None or round_.state not in (RoundState.FINISHED, RoundState.FAILED):
+            continue
+        here.rounds.extend((scenario, r) for r in round_.results if r.status is RoundStatus.OK and r.bench.completed)
+        figures = round_.decision.figures if round_.decision is not None else {}
+        errors = [abs(v) for k, v in figures.items() if k.startswith("prediction_error_")]
+        if errors:
+            here.prediction_errors.append(max(errors))
