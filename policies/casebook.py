@@ -46,6 +46,8 @@ class _MeasuredPolicy(Policy):
             figures={**figures(ev.changes, ev.cand_checks, ev.base_checks), **good_figures},
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
             unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
+            noise_could_keep=not verdict.keeps_candidate() and any(
+                self._judge(other, slo, objective)[0].keeps_candidate() for other in _readings(ev)),
             slo_vetoed_win=slo_vetoed_win(ev, self._judge, slo, objective, verdict, self.settings.alpha_improvement),
         )
 
@@ -81,12 +83,7 @@ class _MeasuredPolicy(Policy):
         so more repeats could change the decision."""
         if verdict is Verdict.ERROR:
             return False
-        readings = []
-        if any(c.direction is Direction.UNCERTAIN for c in ev.changes):
-            readings += [_settled(ev, improving) for improving in (True, False)]
-        if within_noise(ev):
-            readings += [reread(ev, cand, base) for cand in (True, False) for base in (True, False)]
-        return any(self._judge(other, slo, objective)[:2] != (verdict, pattern) for other in readings)
+        return any(self._judge(other, slo, objective)[:2] != (verdict, pattern) for other in _readings(ev))
 
 
 class CasebookPolicy(_MeasuredPolicy):
@@ -148,6 +145,17 @@ def in_seed_order(results: list[RoundResult]) -> list[RoundResult]:
         return seed is None, seed if seed is not None else 0, msgspec.json.encode(r.bench, enc_hook=float)
 
     return sorted(results, key=key)
+
+
+def _readings(ev: Evaluation) -> list[Evaluation]:
+    """The evaluation as more seeds could leave it: every uncertain change read as real (better or worse), every
+    SLO target within noise read as met or missed."""
+    readings = []
+    if any(c.direction is Direction.UNCERTAIN for c in ev.changes):
+        readings += [_settled(ev, improving) for improving in (True, False)]
+    if within_noise(ev):
+        readings += [reread(ev, cand, base) for cand in (True, False) for base in (True, False)]
+    return readings
 
 
 def _settled(ev: Evaluation, improving: bool) -> Evaluation:

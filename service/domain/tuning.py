@@ -89,6 +89,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     # More repeats could change this decision (a change large enough to matter is not yet beyond noise):
     # the engine measures more seeds on both sides, within its budget, and asks again.
     unsettled: bool = False
+    # Not kept, but a reading of the noise (an uncertain change read as real, an SLO target within noise read
+    # as met or missed) would keep it: a prediction so judged is measured, never closed on the prediction.
+    noise_could_keep: bool = False
     # Rolled back only because the candidate misses an SLO target the baseline met, while it improves the
     # objective beyond noise: the engine keeps it as a branch of the search (`service.engine.beam`).
     slo_vetoed_win: bool = False

@@ -5,8 +5,10 @@ accepted baseline on the same seeds with a simulator calibrated on its own measu
 judges the predicted candidate against the predicted baseline three times: as predicted, optimistically
 (throughputs raised and latencies lowered by the prediction's uncertainty) and pessimistically. Then:
 
-- a candidate the policy rolls back even optimistically cannot change the decision: it is closed as a
-  predicted rollback, its predicted figures kept and marked, and never measured;
+- a candidate the policy rolls back even optimistically, where no reading of the noise would keep it
+  (`Decision.noise_could_keep`: a change not yet beyond noise read as real, as more seeds of a measured
+  round could prove it), cannot change the decision: it is closed as a predicted rollback, its predicted
+  figures kept and marked, and never measured;
 - of the candidates the policy keeps even pessimistically, the best `top_k` by predicted rank (SLO targets
   missed, then the objective, as a step's alternatives are ranked) are measured, and so is any other that
   could still outrank them: one whose optimistic rank beats the `top_k`-th's pessimistic rank; the rest
@@ -67,7 +69,8 @@ class Screen:
 
     @property
     def clear_rollback(self) -> bool:
-        return self.optimistic.verdict is Verdict.ROLLBACK
+        # Not when a reading of the noise would keep it: measured, more seeds could.
+        return self.optimistic.verdict is Verdict.ROLLBACK and not self.optimistic.noise_could_keep
 
     @property
     def clear_keep(self) -> bool:

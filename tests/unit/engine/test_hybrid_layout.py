@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
+
 from plugins.runners.hybrid import UNSEEN_LAYOUT_FACTOR, HybridRunner, replica_layout
-from service.engine.delta import apply_delta
 from tests.unit.engine.test_resume_hybrid import _engine
 
 
 def test_a_layout_the_job_never_measured_doubles_the_uncertainty() -> None:
     engine, _ = _engine()
-    asyncio.run(engine.run())  # measures the TP8 baseline only
     runner, context = engine.parts.runner, engine.parts.round_context
     assert isinstance(runner, HybridRunner) and context is not None
-    baseline = engine.state.accepted
-    split = apply_delta(baseline, next(r.delta for r in engine.job.rounds if r.delta is not None))
+    baseline = engine.initial
+    asyncio.run(runner.run_round(baseline, seed=0, context=context))  # the TP8 baseline, measured
+    group = baseline.deployment.groups[0]
+    split = msgspec.structs.replace(baseline, deployment=msgspec.structs.replace(baseline.deployment, groups=[
+        msgspec.structs.replace(group, replicas=4, server=msgspec.structs.replace(group.server, tp_size=2))]))
     assert (replica_layout(baseline), replica_layout(split)) == ("tp8", "tp2")
 
     seen = asyncio.run(runner.predict(baseline, [0], context))
