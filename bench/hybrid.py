@@ -6,8 +6,9 @@ measures every candidate; `hybrid` measures the baseline, calibrates the simulat
 measures only the candidates a calibrated prediction cannot rule out. The emulator runs under a hidden
 change of its step costs (`SGLANG_TUNER_EMULATOR_PERTURB`, x1.8 prefill, x1.4 decode, +2 ms a step: the
 tuner never reads it), so the uncalibrated simulator would be off by it. A playbook's bench is cut to
-`--prompts` requests (its techniques, scenario and policy are the casebook's) so that a round takes seconds
-on a 2-core machine. Prints one JSON line per playbook: both runs' measured rounds and benchmark runs, the
+`--prompts` requests (its techniques, scenario and policy are the casebook's) and emulated at a third of the
+GPU's pace (`--time-scale 3`) so that a round takes seconds on a 2-core machine and the emulator's host keeps
+up with the load. Prints one JSON line per playbook: both runs' measured rounds and benchmark runs, the
 rounds closed on a prediction, every decision, whether the final deployments are the same, and wall times.
 """
 
@@ -110,7 +111,8 @@ def main() -> None:
     parser.add_argument("--playbook", action="append", dest="playbooks")
     parser.add_argument("--prompts", type=int, default=120)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--time-scale", type=float, default=0.5)
+    parser.add_argument("--time-scale", type=float, default=3.0,
+                        help="Emulated seconds per GPU second (3: a third of the GPU's pace, so 2 cores keep up).")
     parser.add_argument("--scenario", default=None, help="A scenario file in place of each playbook's own.")
     parser.add_argument("--fits-only", action="store_true", help="Only check which playbooks fit this machine.")
     args = parser.parse_args()
