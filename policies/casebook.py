@@ -39,15 +39,17 @@ class _MeasuredPolicy(Policy):
                             reasons=[f"{error}: not comparable, never accepted"])
         ev = evaluate(in_seed_order(baseline), in_seed_order(candidate), slo, self.settings)
         verdict, pattern, sentence, notes = self._judge(ev, slo, objective)
+        # The judgements more seeds could leave it at (every uncertain change read as real, better or worse;
+        # every SLO target within noise read as met or missed): unsettled when one differs.
+        readings = [] if verdict is Verdict.ERROR else [self._judge(other, slo, objective) for other in _readings(ev)]
         good_lines, good_figures = goodput_figures(baseline, candidate)
         return Decision(
             verdict=verdict, pattern=pattern, policy=self.name,
             reasons=[sentence, *notes, *slo_lines(ev), *good_lines, *detail_lines(ev.changes)],
             figures={**figures(ev.changes, ev.cand_checks, ev.base_checks), **good_figures},
             slo_checks=ev.cand_checks, baseline_slo_checks=ev.base_checks,
-            unsettled=self._unsettled(ev, slo, objective, verdict, pattern),
-            noise_could_keep=not verdict.keeps_candidate() and any(
-                self._judge(other, slo, objective)[0].keeps_candidate() for other in _readings(ev)),
+            unsettled=any(other[:2] != (verdict, pattern) for other in readings),
+            noise_could_keep=not verdict.keeps_candidate() and any(other[0].keeps_candidate() for other in readings),
             slo_vetoed_win=slo_vetoed_win(ev, self._judge, slo, objective, verdict, self.settings.alpha_improvement),
         )
 
@@ -76,14 +78,6 @@ class _MeasuredPolicy(Policy):
             return gated
         unsure = ", ".join(judgement_text(ev.cand_judged[c.name]) for c in ev.gate.broken)
         return rest[0], rest[1], rest[2], [*rest[3], f"the SLO gate would roll it back too ({unsure})"]
-
-    def _unsettled(self, ev: Evaluation, slo: SLO, objective: Objective, verdict: Verdict, pattern: Pattern) -> bool:
-        """Whether noise, not the measurement, decided: reading every uncertain change as real (better or
-        worse), or every SLO target within noise as met or missed, would give another verdict or pattern,
-        so more repeats could change the decision."""
-        if verdict is Verdict.ERROR:
-            return False
-        return any(self._judge(other, slo, objective)[:2] != (verdict, pattern) for other in _readings(ev))
 
 
 class CasebookPolicy(_MeasuredPolicy):
