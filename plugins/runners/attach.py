@@ -32,6 +32,7 @@ from service import (
     Scenario,
     bench_figures,
     build_prompts,
+    json_failures,
     load_runner_settings,
     render_scenario,
     request_samples,
@@ -119,4 +120,4 @@ class AttachRunner(Runner):
             raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
         return measured(scenario, origin, figures, server_metrics(deltas, [], workers=len(urls)),  # type: ignore[arg-type]
                         request_samples(load.outcomes), attempted=len(requests), notes=notes,
-                        first_error=first_error)
+                        first_error=first_error, invalid=json_failures(load.outcomes))

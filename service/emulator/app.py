@@ -29,6 +29,7 @@ from service.emulator.http import (
     send_json,
     send_text,
 )
+from service.emulator.json_output import DEFAULT_FAILURE_RATE
 from service.emulator.tokens import encode
 from service.sglang import version_key
 
@@ -43,7 +44,8 @@ class EmulatorApp:
     """An ASGI application serving one emulated SGLang server."""
 
     def __init__(self, args: ServerArgs, engine: EmulatedEngine, *, fault: Fault | None,
-                 log: Callable[[str], None], context_len: int, model_type: str, architectures: list[str]) -> None:
+                 log: Callable[[str], None], context_len: int, model_type: str, architectures: list[str],
+                 json_failure_rate: float = DEFAULT_FAILURE_RATE) -> None:
         self.args = args
         self.engine = engine
         self.fault = fault
@@ -59,7 +61,8 @@ class EmulatorApp:
         self.responder = Responder(engine, args.served_model_name, args.version,
                                    cache_report=bool(args.get("enable_cache_report")),
                                    incremental=bool(args.get("incremental_streaming_output")),
-                                   stream_interval=int(args.get("stream_interval", 1) or 1))
+                                   stream_interval=int(args.get("stream_interval", 1) or 1),
+                                   json_failure_rate=json_failure_rate, seed=int(args.get("random_seed") or 0))
         self.routes: dict[str, Handler] = {
             "/health": self.health, "/health_generate": self.health_generate, "/get_model_info": self.model_info,
             "/get_server_info": self.server_info, "/v1/models": self.models, "/generate": self.generate,
@@ -213,7 +216,11 @@ class EmulatorApp:
         return self.engine.submit(gen.prompt_ids, gen.max_new_tokens)
 
     def _refusal(self, gen: Generation) -> str | None:
-        """SGLang's refusal of a request longer than the context (`tokenizer_manager.py` _validate_one_request)."""
+        """SGLang's refusal of a request longer than the context (`tokenizer_manager.py` _validate_one_request),
+        or of a constrained one on a server without a grammar backend (`grammar_manager.py`)."""
+        if gen.constrained and self.args.get("grammar_backend") == "none":
+            return ("Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the "
+                    "server is launched with --grammar-backend none")
         prompt = len(gen.prompt_ids)
         if prompt >= self.context_len:
             return f"The input ({prompt} tokens) is longer than the model's context length ({self.context_len} tokens)."

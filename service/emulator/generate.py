@@ -4,10 +4,16 @@ Shapes follow `srt/entrypoints/http_server.py`, `openai/serving_chat.py`, `servi
 `usage_processor.py` (0.5.23): `/generate` streams cumulative `text` / `output_ids` with `meta_info` on every
 chunk (delta chunks with `--incremental-streaming-output`); chat sends a role chunk, one content chunk per
 token step, a separate finish chunk, then a usage chunk when asked for.
+
+A request with a JSON schema (`sampling_params.json_schema`, the completions `json_schema` field, or
+`response_format`) is constrained and its output follows the schema; one whose prompt only names a schema
+(its last word, `service.loadgen.schemas.PROMPT_MARKER`) gets JSON that fails at the prompt-only rate
+(`service/emulator/json_output.py`). Other outputs are plain words.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +21,9 @@ from typing import Any
 
 from service.emulator.engine import EmulatedEngine, LiveRequest
 from service.emulator.http import BadRequest
-from service.emulator.tokens import chat_ids, encode, output_ids, output_words
+from service.emulator.json_output import DEFAULT_FAILURE_RATE, document_pieces, failure_kind
+from service.emulator.tokens import chat_ids, encode, output_words, word_ids
+from service.loadgen.schemas import prompt_schema
 from service.sglang import version_key
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams.max_new_tokens default (srt/sampling/sampling_params.py)
@@ -24,12 +32,51 @@ DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams.max_new_tokens default (srt/sampl
 class Generation:
     """One request's parameters, as the endpoints read them."""
 
-    def __init__(self, prompt_ids: list[int], max_new_tokens: int, stream: bool, include_usage: bool) -> None:
+    def __init__(self, prompt_ids: list[int], max_new_tokens: int, stream: bool, include_usage: bool, *,
+                 schema: dict[str, Any] | None = None, constrained: bool = False) -> None:
         self.prompt_ids = prompt_ids
         self.max_new_tokens = max_new_tokens
         self.stream = stream
         self.include_usage = include_usage
         self.rid = uuid.uuid4().hex
+        self.schema = schema  # the JSON schema the output follows (constrained) or is asked to in the prompt
+        self.constrained = constrained
+        self.pieces: list[str] | None = None  # the JSON document's tokens, once written
+
+
+def _schema_arg(value: Any, field: str) -> dict[str, Any] | None:
+    """A `json_schema` given as a JSON string (SGLang's sampling parameter) or an object."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise BadRequest(f"{field} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"{field} must be a JSON schema object")
+    return value
+
+
+def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema of an OpenAI `response_format` (`json_schema` or `json_object`), or None."""
+    form = body.get("response_format")
+    if not isinstance(form, dict) or form.get("type") not in ("json_schema", "json_object"):
+        return None
+    if form["type"] == "json_object":
+        return {"type": "object"}
+    spec = form.get("json_schema") or {}
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if schema is None:
+        raise BadRequest("schema_ is required for json_schema response format request.")
+    return _schema_arg(schema, "response_format.json_schema.schema")
+
+
+def _structured(constraint: dict[str, Any] | None, prompt: str) -> dict[str, Any]:
+    """Generation keywords: the constraint, else the schema the prompt's last word asks for."""
+    if constraint is not None:
+        return {"schema": constraint, "constrained": True}
+    return {"schema": prompt_schema(prompt.split())}
 
 
 def native_request(body: Any) -> Generation:
@@ -45,7 +92,9 @@ def native_request(body: Any) -> Generation:
     prompt = [int(i) for i in ids] if ids is not None else encode(str(text))
     max_new = params.get("max_new_tokens")
     return Generation(prompt, int(max_new if max_new is not None else DEFAULT_MAX_NEW_TOKENS),
-                      bool(body.get("stream")), False)
+                      bool(body.get("stream")), False,
+                      **_structured(_schema_arg(params.get("json_schema"), "sampling_params.json_schema"),
+                                    str(text or "")))
 
 
 def openai_request(body: Any, chat: bool, default_usage: bool) -> Generation:
@@ -57,9 +106,12 @@ def openai_request(body: Any, chat: bool, default_usage: bool) -> Generation:
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
         prompt = chat_ids(messages)
+        last = messages[-1].get("content") if isinstance(messages[-1], dict) else None
+        prompt_text = last if isinstance(last, str) else ""
         max_new = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
     else:
         raw = body.get("prompt")
+        prompt_text = raw if isinstance(raw, str) else ""
         if isinstance(raw, list) and raw and isinstance(raw[0], int):
             prompt = [int(i) for i in raw]
         elif isinstance(raw, str):
@@ -68,8 +120,9 @@ def openai_request(body: Any, chat: bool, default_usage: bool) -> Generation:
             raise BadRequest("prompt must be a string or a list of token ids")
         max_new = body.get("max_tokens") or 16  # CompletionRequest.max_tokens default
     options = body.get("stream_options") or {}
+    constraint = _response_format(body) or _schema_arg(body.get("json_schema"), "json_schema")
     return Generation(prompt, int(max_new), bool(body.get("stream")),
-                      bool(options.get("include_usage")) or default_usage)
+                      bool(options.get("include_usage")) or default_usage, **_structured(constraint, prompt_text))
 
 
 def is_last(live: LiveRequest, count: int) -> bool:
@@ -90,13 +143,25 @@ class Responder:
     """Builds the response bodies of one server (its version decides a few keys)."""
 
     def __init__(self, engine: EmulatedEngine, model_name: str, version: str, *, cache_report: bool,
-                 incremental: bool, stream_interval: int) -> None:
+                 incremental: bool, stream_interval: int, json_failure_rate: float = DEFAULT_FAILURE_RATE,
+                 seed: int = 0) -> None:
         self.engine = engine
+        self.json_failure_rate = json_failure_rate
+        self.seed = seed
         self.model_name = model_name
         self.modern = version_key(version) >= (0, 5, 9)
         self.cache_report = cache_report
         self.incremental = incremental
         self.stream_interval = max(stream_interval, 1)
+
+    def words(self, gen: Generation, live: LiveRequest, start: int, count: int) -> list[str]:
+        """The text of tokens `start .. start+count-1`: JSON pieces for a structured request, else words."""
+        if gen.schema is None:
+            return output_words(live.sim.rid, start, count)
+        if gen.pieces is None:
+            fault = "" if gen.constrained else failure_kind(gen.prompt_ids, self.seed, self.json_failure_rate)
+            gen.pieces = document_pieces(gen.schema, gen.max_new_tokens, fault)
+        return gen.pieces[start:start + count]
 
     def meta_info(self, gen: Generation, live: LiveRequest, count: int, done: bool) -> dict[str, Any]:
         """`meta_info` of a `/generate` chunk."""
@@ -114,10 +179,9 @@ class Responder:
 
     def native_body(self, gen: Generation, live: LiveRequest, start: int, count: int, done: bool) -> dict[str, Any]:
         """One `/generate` body: text and ids (cumulative, or the delta from `start`)."""
-        seed = live.sim.rid
         first = start if self.incremental else 0
-        return {"text": " ".join(output_words(seed, first, count - first)),
-                "output_ids": output_ids(seed, first, count - first),
+        words = self.words(gen, live, first, count - first)
+        return {"text": " ".join(words), "output_ids": word_ids(words),
                 "meta_info": self.meta_info(gen, live, count, done)}
 
     async def native_stream(self, gen: Generation, live: LiveRequest) -> AsyncIterator[dict[str, Any]]:
@@ -156,14 +220,14 @@ class Responder:
 
     async def openai_stream(self, gen: Generation, live: LiveRequest, chat: bool) -> AsyncIterator[dict[str, Any]]:
         """The completions or chat event stream."""
-        seed, sent = live.sim.rid, 0
+        sent = 0
         if chat:
             yield self._chunk(gen, chat, [{"index": 0, "delta": {"reasoning_content": None, "role": "assistant",
                                                                   "content": ""}, "logprobs": None,
                                            "finish_reason": None, "matched_stop": None}])
         finish = None
         async for count in counts(live):
-            text = " " + " ".join(output_words(seed, sent, count - sent))
+            text = " " + " ".join(self.words(gen, live, sent, count - sent))
             sent = count
             if chat:
                 choice = {"index": 0, "delta": {"reasoning_content": None, "content": text}}
@@ -184,7 +248,7 @@ class Responder:
         """The non-streamed completions or chat body."""
         async for _ in counts(live):
             pass
-        text = " ".join(output_words(live.sim.rid, 0, live.published))
+        text = " ".join(self.words(gen, live, 0, live.published))
         finish = "abort" if live.error else "length"
         if chat:
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},

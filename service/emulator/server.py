@@ -9,6 +9,7 @@ Emulator-only settings come from the environment, so the argv stays exactly what
 | `SGLANG_TUNER_EMULATOR_COST_MODEL` | cost model plugin that times the steps | roofline |
 | `SGLANG_TUNER_EMULATOR_TIME_SCALE` | wall seconds per emulated second | 1.0 |
 | `SGLANG_TUNER_EMULATOR_DRAFT_ACCEPTANCE` | per-token draft acceptance under speculative decoding | 0.75 |
+| `SGLANG_TUNER_EMULATOR_JSON_FAILURE_RATE` | share of outputs a prompt that only asks for JSON gets wrong (no grammar) | 0.0374 |
 | `SGLANG_TUNER_EMULATOR_FAULT` | a fault to inject (`service/emulator/faults.py`) | none |
 | `SGLANG_TUNER_EMULATOR_PERTURB` | a hidden change of the step costs, `decode=1.4,prefill=1.8,step_ms=2` (factors of decode and prefill step times, fixed ms per step, ms per request of an extend batch): a stand-in for a real deployment's kernels, driver and host that no cost model knows, for testing calibration. The tuner never reads it, and nothing the server reports names it | none |
 """
@@ -32,6 +33,7 @@ from service.emulator.app import EmulatorApp
 from service.emulator.args import ArgvError, ServerArgs, parse_server_argv
 from service.emulator.engine import DEFAULT_DRAFT_ACCEPTANCE, EmulatedEngine
 from service.emulator.faults import CUDA_GRAPH_LINES, FAULT_ENV, OOM_LINES, Fault, FaultSpecError, parse_fault
+from service.emulator.json_output import DEFAULT_FAILURE_RATE
 from service.emulator.nodes import node_layout, rendezvous
 from service.plugin_host import PluginHost
 from service.simulator import ServerStartError
@@ -171,13 +173,14 @@ def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, perturbation
         return _fail(log, [f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. ({exc})"])
     child = _spawn_child()
     try:
-        return _listen(args, model, engine, fault, log)
+        json_rate = float(environ.get(ENV + "JSON_FAILURE_RATE", DEFAULT_FAILURE_RATE))
+        return _listen(args, model, engine, fault, log, json_failure_rate=json_rate)
     finally:
         child.terminate()  # SGLang's kill_process_tree on a normal exit
 
 
 def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: Fault | None,
-            log: Callable[[str], None]) -> int:
+            log: Callable[[str], None], *, json_failure_rate: float = DEFAULT_FAILURE_RATE) -> int:
     _startup_lines(args, engine, model, log)
     if fault is not None and fault.kind == "cuda_graph":
         return _fail(log, CUDA_GRAPH_LINES)
@@ -193,7 +196,8 @@ def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: F
     if node_layout(args)[1] > 0:
         return _serve_dummy_health(args, uvicorn)
     app = EmulatorApp(args, engine, fault=fault, log=log, context_len=model.max_context,
-                      model_type=str(model.architecture), architectures=[model.name])
+                      model_type=str(model.architecture), architectures=[model.name],
+                      json_failure_rate=json_failure_rate)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,
                             lifespan="on", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)

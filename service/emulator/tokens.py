@@ -51,4 +51,9 @@ def output_words(seed: int, start: int, count: int) -> list[str]:
 
 def output_ids(seed: int, start: int, count: int) -> list[int]:
     """Token ids of `output_words`."""
-    return [zlib.crc32(word.encode()) % VOCAB_SIZE for word in output_words(seed, start, count)]
+    return word_ids(output_words(seed, start, count))
+
+
+def word_ids(words: Iterable[str]) -> list[int]:
+    """Token ids of generated words, one each."""
+    return [zlib.crc32(word.encode()) % VOCAB_SIZE for word in words]

@@ -7,6 +7,13 @@ output length comes from `usage.completion_tokens` when the server sends it (`be
 A stream that ends without `[DONE]`, carries an `error` object (or an `event: error`) or data that is not JSON
 fails the request.
 
+A structured-output request (`PromptRequest.schema`) carries its JSON schema when it is constrained
+(`sampling_params.json_schema` on `/generate`, `response_format` on the OpenAI routes, as SGLang reads them),
+and its generated text is audited against the schema (`service.loadgen.schemas.audit`): the outcome keeps
+its timings, and `invalid_json` names why the output is not what the schema asks for. `/generate` text is
+cumulative unless the server streams deltas (`--incremental-streaming-output`): a chunk that does not
+extend the text read so far is taken as a delta.
+
 The stream is read as server-sent events, as a proxy in front of SGLang may send them: comment lines (`:`,
 `: keep-alive`, `:ping`) and blank keep-alive lines are skipped, `id:` and `retry:` fields ignored, and an
 event's `data:` lines are joined and dispatched at the blank line that ends it; events of another type
@@ -25,6 +32,7 @@ import httpx
 import msgspec
 
 from service.loadgen.prompts import PromptRequest
+from service.loadgen.schemas import audit, schema_for, schema_text
 
 Backend = Literal["sglang", "sglang-oai", "sglang-oai-chat"]
 PATHS: dict[str, str] = {"sglang": "/generate", "sglang-oai": "/v1/completions",
@@ -43,16 +51,23 @@ class RequestOutcome(msgspec.Struct, kw_only=True):
     itl: list[float] = msgspec.field(default_factory=list)
     started: float = 0.0
     error: str = ""
+    # Why a structured request's output fails its schema (`parse`, `enum`, `required`, `type`...); "" when valid.
+    invalid_json: str = ""
 
 
 def payload(backend: str, request: PromptRequest, model: str, ignore_eos: bool) -> dict[str, Any]:
     """The request body bench_serving sends for `backend`."""
+    constrained = request.constrained and request.schema >= 0
     if backend == "sglang":
-        return {"text": request.text, "stream": True,
-                "sampling_params": {"temperature": 0.0, "max_new_tokens": request.output_tokens,
-                                    "ignore_eos": ignore_eos}}
+        params: dict[str, Any] = {"temperature": 0.0, "max_new_tokens": request.output_tokens, "ignore_eos": ignore_eos}
+        if constrained:
+            params["json_schema"] = schema_text(request.schema)
+        return {"text": request.text, "stream": True, "sampling_params": params}
     body: dict[str, Any] = {"model": model, "temperature": 0.0, "max_tokens": request.output_tokens, "stream": True,
                             "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
+    if constrained:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": f"schema_{request.schema}",
+                                                                          "schema": schema_for(request.schema)}}
     if backend == "sglang-oai-chat":
         body["messages"] = [{"role": "user", "content": request.text}]
     else:
@@ -71,6 +86,7 @@ class _StreamState:
         self.done = False
         self.data: list[str] = []  # the `data:` lines of the event being read
         self.event = ""
+        self.text = ""  # the generated text so far
 
     def first_or_gap(self, now: float, new_tokens: int) -> None:
         """Record the first token, or split the gap since the previous chunk over `new_tokens`."""
@@ -83,8 +99,10 @@ class _StreamState:
 
 def _native_chunk(state: _StreamState, data: dict[str, Any], now: float) -> None:
     meta = data.get("meta_info") or {}
-    if not data.get("text"):
+    text = data.get("text")
+    if not text:
         return
+    state.text = text if text.startswith(state.text) else state.text + text  # cumulative, or a delta
     count = int(meta.get("completion_tokens", state.last_count + 1))
     new = count - state.last_count
     if state.outcome.ttft != 0.0 and new <= 0:
@@ -109,6 +127,7 @@ def _openai_chunk(state: _StreamState, data: dict[str, Any], now: float) -> None
     choice = choices[0]
     text = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
     if text:
+        state.text += text
         if state.outcome.ttft == 0.0:
             state.outcome.ttft = now - state.start
         else:
@@ -198,4 +217,6 @@ async def send_request(client: httpx.AsyncClient, base_url: str, backend: str, r
     outcome.success = outcome.ttft > 0.0
     if not outcome.success:
         outcome.error = "the stream carried no output token"
+    elif request.schema >= 0:
+        outcome.invalid_json = audit(state.text, request.schema)
     return outcome

@@ -80,3 +80,12 @@ def request_samples(outcomes: Sequence[RequestOutcome], *, time_scale: float = 1
         ttft_ms=[o.ttft * 1000.0 / scale for o in done], e2e_ms=[o.latency * 1000.0 / scale for o in done],
         tpot_ms=[(o.latency - o.ttft) * 1000.0 / scale / (o.output_tokens - 1) for o in done if o.output_tokens > 1],
         output_tokens=[o.output_tokens for o in done])
+
+
+def json_failures(outcomes: Sequence[RequestOutcome]) -> dict[str, int]:
+    """Completed requests whose output failed its JSON schema, by kind (`parse`, `enum`, ...), most first."""
+    kinds: dict[str, int] = {}
+    for o in outcomes:
+        if o.success and o.invalid_json:
+            kinds[o.invalid_json] = kinds.get(o.invalid_json, 0) + 1
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))

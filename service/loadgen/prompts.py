@@ -14,7 +14,8 @@ import msgspec
 import numpy as np
 
 from service.domain import BenchSpec, ModelSpec, WorkloadProfile
-from service.simulator.requests import SimRequest, build_requests
+from service.loadgen.schemas import PROMPT_MARKER, SCHEMA_SEED, schema_text
+from service.simulator.requests import SimRequest, build_requests, schema_draw
 
 _ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z")
 _VOWELS = ("a", "e", "i", "o", "u")
@@ -28,6 +29,9 @@ class PromptRequest(msgspec.Struct, frozen=True, kw_only=True):
     `served` marks the workload's traffic a live service had already served (`bench.warm_prompts`): sent
     before bench_serving's own warm-up, excluded from the figures like it. `arrival` is a trace's send time, in
     seconds from the start of its phase (None: sent as the concurrency limit or the request rate allows).
+    `schema` is the id of the JSON schema its output must follow (-1: none; `service.loadgen.schemas`), and
+    `constrained` whether the request carries it for the server's grammar backend (a `json_schema` workload)
+    rather than only in the prompt.
     """
 
     index: int
@@ -37,6 +41,8 @@ class PromptRequest(msgspec.Struct, frozen=True, kw_only=True):
     warmup: bool = False
     served: bool = False
     arrival: float | None = None
+    schema: int = -1
+    constrained: bool = False
 
 
 def block_words(block_id: int, count: int) -> list[str]:
@@ -45,11 +51,13 @@ def block_words(block_id: int, count: int) -> list[str]:
     return [VOCABULARY[i] for i in rng.integers(0, len(VOCABULARY), size=count)]
 
 
-def prompt_text(request: SimRequest) -> str:
-    """The prompt of a simulated request, block by block."""
+def prompt_text(request: SimRequest, schema: int = -1) -> str:
+    """The prompt of a simulated request, block by block; with a schema, its last word names it."""
     words: list[str] = []
     for block_id, count in request.blocks:
         words += block_words(block_id, count)
+    if schema >= 0 and words:
+        words[-1] = PROMPT_MARKER + schema_text(schema)
     return " ".join(words)
 
 
@@ -61,16 +69,36 @@ def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
     they are rows of their own, before the measured ones, so they share documents, system prompts and
     conversations with the measured requests but never a measured request's own question. bench_serving's
     warm-up (copies of the first measured row) follows them.
+
+    A structured-output workload's prompts name their schema in their last word. A `json_schema` workload's
+    requests carry the simulator's schema ids; a prompt-only one's are drawn from a generator of their own, so
+    the simulator's draws stay as they are.
     """
-    rng = np.random.default_rng(bench.seed if seed is None else seed)
+    rng = np.random.default_rng(rng_seed(bench, seed))
     warm, measured = build_requests(workload, bench, model, rng)
     timed = bench.trace is not None and bench.trace.timestamps
+    structured = workload.structured_output
+    constrained = structured.mode == "json_schema"
+    drawn = schema_draw(structured, len(warm) + len(measured),
+                        np.random.default_rng([rng_seed(bench, seed), SCHEMA_SEED]))
+    # The schema of each row: the simulator's (a json_schema workload), else drawn; copies share the first's.
+    schemas = [-1 if structured.mode == "none" else r.schema if r.schema >= 0 else int(drawn[slot])
+               for slot, r in enumerate([*measured, *warm])]
+    copied = schemas[0] if measured else -1
 
-    def convert(request: SimRequest, index: int) -> PromptRequest:
+    def convert(request: SimRequest, index: int, schema: int) -> PromptRequest:
         """One simulated request as a prompt to send."""
         is_served = request.warmup and request.rid >= 0  # bench_serving's warm-up copies have ids below 0
-        return PromptRequest(index=index, text=prompt_text(request), prompt_tokens=request.input_len,
+        schema = schema if is_served or not request.warmup else copied
+        return PromptRequest(index=index, text=prompt_text(request, schema), prompt_tokens=request.input_len,
                              output_tokens=request.max_new_tokens, warmup=request.warmup, served=is_served,
-                             arrival=request.arrival if timed and (is_served or not request.warmup) else None)
+                             arrival=request.arrival if timed and (is_served or not request.warmup) else None,
+                             schema=schema, constrained=constrained and schema >= 0)
 
-    return ([convert(r, i) for i, r in enumerate(warm)], [convert(r, i) for i, r in enumerate(measured)])
+    return ([convert(r, i, schemas[len(measured) + i]) for i, r in enumerate(warm)],
+            [convert(r, i, schemas[i]) for i, r in enumerate(measured)])
+
+
+def rng_seed(bench: BenchSpec, seed: int | None) -> int:
+    """The seed a round's requests are drawn with."""
+    return bench.seed if seed is None else seed

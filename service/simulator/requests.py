@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from service.domain import BenchSpec, LengthDist, ModelSpec, PrefixStructure, TraceRecord, TraceSpec, WorkloadProfile
+from service.domain import (
+    BenchSpec,
+    LengthDist,
+    ModelSpec,
+    PrefixStructure,
+    StructuredOutput,
+    TraceRecord,
+    TraceSpec,
+    WorkloadProfile,
+)
 
 if TYPE_CHECKING:  # radix.py imports this module
     from service.simulator.radix import Node
@@ -305,8 +314,13 @@ def _schemas(workload: WorkloadProfile, n: int, rng: np.random.Generator) -> np.
     so = workload.structured_output
     if so.mode != "json_schema" or so.schemas <= 0:
         return np.full(n, -1, dtype=np.int64)
+    return schema_draw(so, n, rng)
+
+
+def schema_draw(so: StructuredOutput, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The schema id of each of `n` requests: one of the known schemas by popularity, or a new one each."""
     if so.dynamic_schemas:
         return np.arange(n, dtype=np.int64) + 1_000_000  # every request brings a new schema
     # A few tool combinations dominate real traffic: Zipf-like popularity over the known schemas.
-    weights = 1.0 / np.arange(1, so.schemas + 1)
-    return rng.choice(so.schemas, size=n, p=weights / weights.sum())
+    weights = 1.0 / np.arange(1, max(so.schemas, 1) + 1)
+    return rng.choice(max(so.schemas, 1), size=n, p=weights / weights.sum())

@@ -42,10 +42,32 @@ def accept_length(server_info: dict[str, Any]) -> float | None:
     return float(value) if value else None
 
 
+def json_note(scenario: Scenario, invalid: dict[str, int] | None, attempted: int) -> str | None:
+    """What the audit of a structured-output round's JSON found, or why nothing audited it."""
+    if scenario.workload.structured_output.mode == "none":
+        return None
+    if invalid is None:
+        return ("structured outputs not audited: bench_serving keeps no generated text, so invalid JSON is not in "
+                "the failure rate")
+    total = sum(invalid.values())
+    if not total:
+        return f"JSON audit: every completed output followed its schema ({attempted} requests)"
+    split = ", ".join(f"{kind} {count / max(attempted, 1):.2%}" for kind, count in invalid.items())
+    return f"JSON audit: {total / max(attempted, 1):.2%} of outputs invalid ({split})"
+
+
 def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server: ServerMetrics,
-             samples: RequestSamples, *, attempted: int, notes: list[str], first_error: str) -> RoundResult:
-    """A round whose load ran: OK, PARTIAL when some requests failed."""
+             samples: RequestSamples, *, attempted: int, notes: list[str], first_error: str,
+             invalid: dict[str, int] | None = None) -> RoundResult:
+    """A round whose load ran: OK, PARTIAL when some requests failed.
+
+    `invalid` counts the completed structured outputs that failed their schema, by kind (None: not audited);
+    they count in the failure rate as the casebook's audit counts them, and their timings stay in the figures.
+    """
     failures = attempted - bench.completed
+    if (note := json_note(scenario, invalid, attempted)) is not None:
+        notes = [*notes, note]
+    invalid_total = sum((invalid or {}).values())
     price = scenario.hardware.gpu_hour_price * scenario.deployment.total_gpus()
     cost = price / (bench.output_throughput * 3600 / 1e6) if bench.output_throughput > 0 else None
     # The server's expert balance is per GPU rank (mean/max); the round's imbalance is its inverse (max/mean).
@@ -53,7 +75,7 @@ def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server
     return RoundResult(
         status=RoundStatus.PARTIAL if failures else RoundStatus.OK, provenance=origin, bench=bench, server=server,
         expert_imbalance=1.0 / balance if balance else None,
-        failure_rate=failures / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
+        failure_rate=(failures + invalid_total) / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
         error=f"{failures} of {attempted} requests failed; first: {first_error}" if failures else None,
         error_phase="load" if failures else None, notes=notes)
 

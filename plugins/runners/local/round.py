@@ -42,6 +42,7 @@ from service import (
     bench_serving_argv,
     bench_serving_warm_argv,
     build_prompts,
+    json_failures,
     read_bench_output,
     read_cache_tiers,
     request_samples,
@@ -234,7 +235,7 @@ class LocalRound:
                                  "(KV cache pool is full. Retract requests.); the KV pool is too small for this load")
             return failed(storm, self.origin, self.notes, bench=bench, server=server)
         return measured(self.scenario, self.origin, bench, server, samples, attempted=attempted, notes=self.notes,
-                        first_error=first_error)
+                        first_error=first_error, invalid=json_failures(load.outcomes))
 
     async def _bench_serving(self, client: httpx.AsyncClient, base_url: str) -> RoundResult:
         """`--bench sglang`: SGLang's own bench_serving drives the load; its output file gives the figures.

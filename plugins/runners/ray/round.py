@@ -33,6 +33,7 @@ from service import (
     Scenario,
     ServerMetrics,
     bench_figures,
+    json_failures,
     place_workers,
     request_samples,
 )
@@ -279,7 +280,8 @@ class RayRound:
             return failed(storm, self.origin, self.notes, bench=bench, server=server)
         return measured(self.scenario, self.origin, bench, server, request_samples(load.outcomes,
                                                                                    time_scale=self.scale),
-                        attempted=out["attempted"], notes=self.notes, first_error=first_error)
+                        attempted=out["attempted"], notes=self.notes, first_error=first_error,
+                        invalid=json_failures(load.outcomes))
 
     # -- teardown ----------------------------------------------------------------------------------------
 
