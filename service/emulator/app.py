@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from service.emulator.args import ServerArgs
+from service.emulator.compiles import GrammarCompiles
 from service.emulator.engine import EmulatedEngine
 from service.emulator.faults import CRASH_LINES, Fault
 from service.emulator.generate import Generation, Responder, native_request, openai_request
@@ -58,6 +59,7 @@ class EmulatorApp:
         self.requests_seen = 0
         self.started = time.time()
         self.tasks: list[asyncio.Task[None]] = []
+        self.compiles = GrammarCompiles(args.get("grammar_backend"), engine.time_scale)
         self.responder = Responder(engine, args.served_model_name, args.version,
                                    cache_report=bool(args.get("enable_cache_report")),
                                    incremental=bool(args.get("incremental_streaming_output")),
@@ -249,6 +251,8 @@ class EmulatorApp:
         if (refusal := self._refusal(gen)) is not None:
             await self._refuse(send, gen, refusal, openai=False)
             return
+        if gen.constrained and gen.schema is not None:
+            await self.compiles.wait(gen.schema)
         live = self._admit(gen)
         if gen.stream:
             await send_events(send, self.responder.native_stream(gen, live))
@@ -269,6 +273,8 @@ class EmulatorApp:
         if (refusal := self._refusal(gen)) is not None:
             await self._refuse(send, gen, refusal, openai=True)
             return
+        if gen.constrained and gen.schema is not None:
+            await self.compiles.wait(gen.schema)
         live = self._admit(gen)
         if gen.stream:
             await send_events(send, self.responder.openai_stream(gen, live, chat))

@@ -70,7 +70,8 @@ def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
     conversations with the measured requests but never a measured request's own question. bench_serving's
     warm-up (copies of the first measured row) follows them.
 
-    A structured-output workload's prompts name their schema in their last word. A `json_schema` workload's
+    A structured-output workload's prompts name their schema in their last word; with `cache_warmed`, the
+    warm-up ends with one constrained request per known schema (`schema_warmers`). A `json_schema` workload's
     requests carry the simulator's schema ids; a prompt-only one's are drawn from a generator of their own, so
     the simulator's draws stay as they are.
     """
@@ -95,8 +96,17 @@ def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
                              arrival=request.arrival if timed and (is_served or not request.warmup) else None,
                              schema=schema, constrained=constrained and schema >= 0)
 
-    return ([convert(r, i, schemas[len(measured) + i]) for i, r in enumerate(warm)],
-            [convert(r, i, schemas[i]) for i, r in enumerate(measured)])
+    warm_rows = [convert(r, i, schemas[len(measured) + i]) for i, r in enumerate(warm)]
+    if constrained and structured.cache_warmed and not structured.dynamic_schemas:
+        warm_rows += schema_warmers(structured.schemas, start=len(warm_rows))
+    return warm_rows, [convert(r, i, schemas[i]) for i, r in enumerate(measured)]
+
+
+def schema_warmers(schemas: int, start: int = 0) -> list[PromptRequest]:
+    """What `warm_grammar.sh` sends at startup: one constrained one-token request per known schema, so every
+    schema's grammar is compiled before the measured run (casebook case 4, round 2)."""
+    return [PromptRequest(index=start + k, text="warmup " + PROMPT_MARKER + schema_text(k), prompt_tokens=2,
+                          output_tokens=1, warmup=True, schema=k, constrained=True) for k in range(schemas)]
 
 
 def rng_seed(bench: BenchSpec, seed: int | None) -> int:

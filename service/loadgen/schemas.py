@@ -44,7 +44,8 @@ def _schema_text(schema_id: int) -> str:
             properties[name] = {"type": "string", "enum": values}
         else:
             properties[name] = {"type": kind}
-    schema = {"type": "object", "properties": properties, "required": names, "additionalProperties": False}
+    schema = {"title": f"schema-{schema_id}", "type": "object", "properties": properties, "required": names,
+              "additionalProperties": False}
     return json.dumps(schema, separators=(",", ":"))
 
 
