@@ -76,7 +76,7 @@ def _structured(constraint: dict[str, Any] | None, prompt: str) -> dict[str, Any
     """Generation keywords: the constraint, else the schema the prompt's last word asks for."""
     if constraint is not None:
         return {"schema": constraint, "constrained": True}
-    return {"schema": prompt_schema(prompt.split())}
+    return {"schema": prompt_schema(prompt)}
 
 
 def native_request(body: Any) -> Generation:

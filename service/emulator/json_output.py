@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import StructuredOutput
 from service.simulator.grammar import FAILURE_KINDS
 
-DEFAULT_FAILURE_RATE = 0.0374  # casebook case 4, round 0: 187 of 5,000 prompt-only outputs invalid
+# The workload default: casebook case 4, round 0, 187 of 5,000 prompt-only outputs invalid.
+DEFAULT_FAILURE_RATE = StructuredOutput().prompt_only_failure_rate
 _WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "lambda", "zeta")
 _SCALARS = {"integer": "42", "number": "3.5", "boolean": "true"}
 

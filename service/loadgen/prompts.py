@@ -80,10 +80,11 @@ def build_prompts(workload: WorkloadProfile, bench: BenchSpec, model: ModelSpec,
     timed = bench.trace is not None and bench.trace.timestamps
     structured = workload.structured_output
     constrained = structured.mode == "json_schema"
-    drawn = schema_draw(structured, len(warm) + len(measured),
-                        np.random.default_rng([rng_seed(bench, seed), SCHEMA_SEED]))
+    drawn = (schema_draw(structured, len(warm) + len(measured),
+                         np.random.default_rng([rng_seed(bench, seed), SCHEMA_SEED]))
+             if structured.mode != "none" else None)
     # The schema of each row: the simulator's (a json_schema workload), else drawn; copies share the first's.
-    schemas = [-1 if structured.mode == "none" else r.schema if r.schema >= 0 else int(drawn[slot])
+    schemas = [r.schema if r.schema >= 0 or drawn is None else int(drawn[slot])
                for slot, r in enumerate([*measured, *warm])]
     copied = schemas[0] if measured else -1
 

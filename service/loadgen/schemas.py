@@ -60,12 +60,13 @@ def schema_text(schema_id: int) -> str:
     return _schema_text(schema_id)
 
 
-def prompt_schema(words: list[str]) -> dict[str, Any] | None:
+def prompt_schema(prompt: str) -> dict[str, Any] | None:
     """The schema a prompt asks its output to follow (its last word), or None when it asks for no JSON."""
-    if not words or not words[-1].startswith(PROMPT_MARKER):
+    last = prompt.rsplit(maxsplit=1)[-1:]  # only the last word: prompts run to thousands of words
+    if not last or not last[0].startswith(PROMPT_MARKER):
         return None
     try:
-        schema = json.loads(words[-1][len(PROMPT_MARKER):])
+        schema = json.loads(last[0][len(PROMPT_MARKER):])
     except ValueError:
         return None
     return schema if isinstance(schema, dict) else None

@@ -73,7 +73,7 @@ def test_structured_prompts_name_their_schema_and_keep_their_token_count() -> No
         assert [len(p.text.split()) for p in measured] == [len(p.text.split()) for p in plain]
         for prompt in [*warm, *measured]:
             assert 0 <= prompt.schema < 4 and prompt.constrained == (mode == "json_schema")
-            assert prompt_schema(prompt.text.split()) == schema_for(prompt.schema)
+            assert prompt_schema(prompt.text) == schema_for(prompt.schema)
         assert warm[-1].text == measured[0].text  # bench_serving's warm-up copies the first row
     assert all(p.schema == -1 and PROMPT_MARKER not in p.text for p in [*plain_warm, *plain])
 
