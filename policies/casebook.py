@@ -18,7 +18,7 @@ from policies.evaluation import Evaluation, evaluate, gate_verdict, measurement_
 from policies.objectives import failure_verdict, objective_change, objective_override, pattern_verdict
 from policies.patterns import MEANING, classify
 from policies.settings import PolicySettings
-from policies.slo_gate import averaged, slo_checks
+from policies.slo_gate import averaged, gate, slo_checks
 from policies.slo_interval import Reading, judge_percentiles, judged_checks, judgement_text
 from policies.wording import describe, detail_lines, figures, goodput_figures, headline
 from service import SLO, Decision, Objective, Pattern, Policy, RoundResult, SLOCheck, Verdict
@@ -162,7 +162,13 @@ def _settled(ev: Evaluation, improving: bool) -> Evaluation:
         direction = (Direction.BETTER if c.improves else Direction.WORSE) if real else Direction.FLAT
         return msgspec.structs.replace(c, direction=direction)
 
-    return dataclasses.replace(ev, changes=[settle(c) for c in ev.changes])
+    changes = [settle(c) for c in ev.changes]
+    if not improving:
+        return dataclasses.replace(ev, changes=changes)
+    # Improvements read as real prove the targets they meet too: a failure-rate SLO met on too few
+    # requests to prove it yet outranks the latency target it trades (the casebook's xgrammar round).
+    outcome = gate(ev.comparison, ev.slo, ev.base_checks, ev.cand_checks, ev.failure, ev.alpha, proven=True)
+    return dataclasses.replace(ev, changes=changes, gate=outcome)
 
 
 def _suggestive(change: MetricChange, alpha: float) -> bool:

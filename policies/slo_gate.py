@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from policies.changes import LATENCY, TAIL, THROUGHPUT, Comparison, MetricChange, MetricSpec
+from policies.changes import LATENCY, TAIL, THROUGHPUT, Comparison, MetricChange, MetricSpec, minimum_effect
 from service import (
     LATENCY_TARGETS,
     SLO,
@@ -95,13 +95,17 @@ _NOISE_OF: dict[str, MetricSpec] = {
 
 
 def gate(comparison: Comparison, slo: SLO, base: list[SLOCheck], cand: list[SLOCheck],
-         failure: MetricChange, alpha: float) -> GateOutcome:
+         failure: MetricChange, alpha: float, *, proven: bool = False) -> GateOutcome:
     """Compare the two sides' SLO checks.
 
     A target counts as newly met only when the metric behind it improved significantly (p < `alpha`),
     so a baseline sitting on the target cannot be "fixed" by noise; a target counts as broken on the
     point estimate (the pooled percentile), because the gate fails closed; a percentile within noise of
     its target makes the decision unsettled instead (`policies.evaluation.reread`).
+
+    `proven` reads the gate as more seeds could leave it: an improvement large enough to count (its
+    minimum effect) but not yet significant is read as proven. A failure rate of 5 in 120 against 0 in 120
+    (p = 0.06 before Holm's correction) is not proof, and 15 in 360 against 0 in 360 is.
     """
     base_met = {c.name: c.met for c in base}
     broken = [c for c in cand if base_met.get(c.name) and not c.met]
@@ -114,7 +118,8 @@ def gate(comparison: Comparison, slo: SLO, base: list[SLOCheck], cand: list[SLOC
         if change is None:
             continue
         evidence[check.name] = change
-        if change.p_value is not None and change.p_value < alpha and change.improves:
+        if change.p_value is not None and change.improves and (
+                change.p_value < alpha or (proven and abs(change.change) >= minimum_effect(change.spec, comparison.settings))):
             newly_met.append(check)
     return GateOutcome(broken=broken, newly_met=newly_met, evidence=evidence)
 

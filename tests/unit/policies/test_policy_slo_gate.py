@@ -133,3 +133,24 @@ def test_breaking_the_failure_rate_slo_is_no_branch(policy):
     candidate = make_round(2, failure_rate=0.02, decode_speed=1.5, ttft_scale=0.6)
     decision = policy.decide([baseline], [candidate], SLO(failure_rate_max=0.005), THROUGHPUT)
     assert decision.verdict is Verdict.ROLLBACK and not decision.slo_vetoed_win
+
+
+def test_a_failure_rate_slo_met_on_too_few_requests_is_left_to_more_seeds(policy):
+    # 5 failures in 120 against none: not proof yet (Fisher p = 0.06 before Holm's correction), and the
+    # candidate breaks a latency target the baseline met beyond noise. More seeds could prove the fix, and
+    # then it outranks the latency target: the decision is not final, and noise could keep the candidate.
+    def rounds(requests):
+        return (make_round(1, requests=requests, failure_rate=0.042),
+                make_round(2, requests=requests, failure_rate=0.0, ttft_scale=1.6, tail_scale=1.5))
+
+    baseline, candidate = rounds(120)
+    slo = SLO(failure_rate_max=0.0, ttft_p95_ms=baseline.bench.p95_ttft_ms * 1.1)
+    few = policy.decide([baseline], [candidate], slo, THROUGHPUT)
+    assert not few.verdict.keeps_candidate()
+    assert few.unsettled and few.noise_could_keep
+    baseline, candidate = rounds(360)
+    slo = SLO(failure_rate_max=0.0, ttft_p95_ms=baseline.bench.p95_ttft_ms * 1.1)
+    assert not next(c for c in policy.slo_checks(candidate, slo) if c.name == "ttft_p95_ms").met
+    many = policy.decide([baseline], [candidate], slo, THROUGHPUT)
+    assert many.verdict is Verdict.KEEP_TRADEOFF
+    assert "failure-rate SLO takes precedence over latency" in many.reasons[0]
