@@ -13,12 +13,13 @@ from plugins.techniques.model_selection import ModelSelection
 from plugins.techniques.moe import MoeParallelism, PdDisaggregation
 from plugins.techniques.parallelism import Parallelism, RouterPolicy
 from plugins.techniques.quantization import Quantization
+from plugins.techniques.right_sizing import RightSizing, ScaleOut
 from plugins.techniques.speculative_decoding import SpeculativeDecoding
 from service import Technique, hookimpl
 
 TECHNIQUES: tuple[type[Technique], ...] = (
-    ModelSelection, Grammar, Parallelism, ChunkedPrefill, RouterPolicy, PromptStructure, HiCache, Quantization,
-    BatchParameters, SpeculativeDecoding, MoeParallelism, PdDisaggregation,
+    ModelSelection, Grammar, ScaleOut, Parallelism, ChunkedPrefill, RouterPolicy, PromptStructure, HiCache, Quantization,
+    BatchParameters, SpeculativeDecoding, MoeParallelism, PdDisaggregation, RightSizing,
 )
 
 

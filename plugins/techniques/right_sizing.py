@@ -1,0 +1,159 @@
+"""GPU count: fewer GPUs under a cost objective while the SLO holds; more while a target is missed.
+
+The casebook sizes a deployment before the first round (model, GPUs, capacity) and then tunes it; every
+other technique re-cuts the same GPUs, so a job that starts on the wrong number of them would end there.
+
+- `right_sizing`: under the `cost` objective, and only once the last kept round meets every SLO target, halve
+  the GPUs one step at a time: half the replicas, or, with one replica, half the TP size while the weights
+  leave room for KV. The cost objective keeps the smaller deployment only if it still meets the SLO (a
+  cheaper configuration that holds the SLO is accepted even at lower throughput); each step is judged against
+  the last kept one, so the first that breaks a target ends the walk.
+- `scale_out`: while the last kept round misses a target and the machine has GPUs the deployment leaves idle,
+  double the replicas behind a router: the same load spread over more instances queues less. The SLO gate
+  keeps it when it meets the missed target.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from plugins.techniques._rules import weight_gb_per_gpu
+from plugins.techniques.parallelism import preferred_policy
+from service import Applicability, ConfigDelta, Deployment, RouterConfig, Technique, TuningContext, slo_checks
+
+# Weights may take at most this share of a GPU's HBM: the rest (after SGLang's mem-fraction-static of
+# about 0.9 and activations) holds the KV cache. At half, a 9B BF16 model (18 GB) fits one 48 GB L40S
+# with some 20 GB of KV; a 27B one (54 GB) needs two.
+WEIGHT_SHARE = 0.5
+
+
+def _halved(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
+    """The deployment on half its GPUs, or None with the reason there is none."""
+    deployment = ctx.scenario.deployment
+    group = deployment.groups[0]
+    server = group.server
+    if group.replicas > 1:
+        replicas = group.replicas // 2
+        summary = f"{replicas} of {group.replicas} replicas (TP{server.tp_size}): {replicas * server.world_size} GPUs"
+        if replicas == 1 and deployment.router is not None:
+            # One worker needs no router (and SGLang's power_of_two refuses one): it takes the router's port.
+            alone = msgspec.structs.replace(group, replicas=1, base_port=deployment.router.port)
+            return ConfigDelta(technique=RightSizing.name, summary=f"{summary}, no router",
+                               deployment=Deployment(groups=[alone], router=None)), ""
+        smaller = msgspec.structs.replace(group, replicas=replicas)
+        return ConfigDelta(technique=RightSizing.name, summary=summary,
+                           deployment=msgspec.structs.replace(deployment, groups=[smaller])), ""
+    tp = server.tp_size // 2
+    if tp < 1 or server.dp_size > 1 or server.ep_size > 1 or server.attention_dp_size > 1 or server.pp_size > 1:
+        return None, f"one TP{server.tp_size} instance with nothing left to halve"
+    hbm = ctx.scenario.hardware.spec.hbm_gb
+    weights = weight_gb_per_gpu(ctx.model, server, tp)
+    if weights > WEIGHT_SHARE * hbm:
+        return None, (f"TP{tp} would hold {weights:.0f} GB of weights per GPU, over {WEIGHT_SHARE:.0%} of the "
+                      f"{hbm:.0f} GB of HBM, leaving too little for KV")
+    smaller = msgspec.structs.replace(group, server=msgspec.structs.replace(server, tp_size=tp))
+    return ConfigDelta(technique=RightSizing.name, summary=f"TP{tp} on {tp} GPU{'' if tp == 1 else 's'} (from TP{server.tp_size})",
+                       deployment=msgspec.structs.replace(deployment, groups=[smaller])), ""
+
+
+class RightSizing(Technique):
+    """Fewer GPUs for the same load, under the cost objective, while every SLO target holds."""
+
+    name: ClassVar[str] = "right_sizing"
+    # Last in the casebook's order (listed after PD and large-scale EP, which share rank 8): the GPUs are
+    # counted once every other technique has made each GPU as efficient as it gets.
+    rank: ClassVar[int] = 8
+    stepwise: ClassVar[bool] = True
+    description: ClassVar[str] = ("Under the cost objective, halve the GPUs (replicas, then TP) while the last "
+                                  "kept round meets every SLO target; the SLO gate ends the walk.")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        scenario = ctx.scenario
+        if scenario.objective.kind != "cost":
+            return Applicability(False, f"The objective is {scenario.objective.kind}, not cost: fewer GPUs are "
+                                        "judged only by what they cost.")
+        if len(scenario.deployment.groups) != 1 or scenario.deployment.is_pd:
+            return Applicability(False, "The deployment has separate roles or groups; its split is sized by "
+                                        "pd_disaggregation.")
+        if ctx.baseline is not None:
+            missed = [c.name for c in slo_checks(ctx.baseline, scenario.slo) if not c.met]
+            if missed:
+                return Applicability(False, f"The last kept round misses {', '.join(missed)}: fewer GPUs would "
+                                            "not meet it.")
+        delta, why = _halved(ctx)
+        if delta is None:
+            return Applicability(False, f"Nothing smaller to try: {why}.")
+        gpus = scenario.deployment.total_gpus()
+        return Applicability(True, f"The cost objective with every SLO target met on {gpus} GPUs: the same "
+                                   f"load on {delta.deployment.total_gpus() if delta.deployment else gpus} may "
+                                   "meet it for less.")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        delta, _ = _halved(ctx)
+        return [] if delta is None else [delta]
+
+
+class ScaleOut(Technique):
+    """More replicas of the same server on the machine's idle GPUs, while an SLO target is missed."""
+
+    name: ClassVar[str] = "scale_out"
+    rank: ClassVar[int] = 2
+    stepwise: ClassVar[bool] = True
+    description: ClassVar[str] = ("While the last kept round misses an SLO target and the hardware has GPUs the "
+                                  "deployment leaves idle, double the replicas behind a router: the same load "
+                                  "spread over more instances queues less.")
+
+    def applicable(self, ctx: TuningContext) -> Applicability:
+        scenario = ctx.scenario
+        if len(scenario.deployment.groups) != 1 or scenario.deployment.is_pd:
+            return Applicability(False, "The deployment has separate roles or groups; its split is sized by "
+                                        "pd_disaggregation.")
+        if ctx.baseline is None:
+            return Applicability(False, "Nothing is measured yet: the first round shows whether the SLO is missed.")
+        missed = [c.name for c in slo_checks(ctx.baseline, scenario.slo) if not c.met]
+        if not missed:
+            return Applicability(False, "The last kept round meets every SLO target: more GPUs would only cost more.")
+        delta = _doubled(ctx)
+        if delta is None or delta.deployment is None:
+            return Applicability(False, f"No idle GPUs for another {_replica_gpus(ctx)}-GPU replica: the deployment "
+                                        f"uses {scenario.deployment.total_gpus()} of {_machine_gpus(ctx)}.")
+        return Applicability(True, f"The last kept round misses {', '.join(missed)} on "
+                                   f"{scenario.deployment.total_gpus()} of {_machine_gpus(ctx)} GPUs: more "
+                                   "replicas share the same load.")
+
+    def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        delta = _doubled(ctx)
+        return [] if delta is None else [delta]
+
+
+def _machine_gpus(ctx: TuningContext) -> int:
+    return ctx.scenario.hardware.gpus_per_node * ctx.scenario.hardware.nodes
+
+
+def _replica_gpus(ctx: TuningContext) -> int:
+    return ctx.scenario.deployment.groups[0].server.world_size
+
+
+def _doubled(ctx: TuningContext) -> ConfigDelta | None:
+    """Twice the replicas (or as many as the idle GPUs hold), behind the deployment's router or a new one."""
+    deployment = ctx.scenario.deployment
+    group = deployment.groups[0]
+    per = _replica_gpus(ctx)
+    replicas = min(2 * group.replicas, _machine_gpus(ctx) // per)
+    if replicas <= group.replicas or per > ctx.scenario.hardware.gpus_per_node:
+        return None
+    policy = preferred_policy(ctx)
+    if deployment.router is None:
+        router = RouterConfig(port=group.base_port, policy=policy)
+        worker = msgspec.structs.replace(group, replicas=replicas, base_port=group.base_port + 1)
+        how = f"behind a {policy} router"
+    else:
+        router = deployment.router
+        worker = msgspec.structs.replace(group, replicas=replicas)
+        how = f"behind the {router.policy} router"
+    return ConfigDelta(technique=ScaleOut.name,
+                       summary=f"{replicas} replicas (TP{group.server.tp_size}) {how}: {replicas * per} GPUs",
+                       deployment=Deployment(groups=[worker], router=router))
+

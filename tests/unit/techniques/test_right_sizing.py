@@ -1,0 +1,203 @@
+"""Right-sizing: under the cost objective, fewer GPUs one halving at a time, only while the SLO holds."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+
+from plugins.techniques.right_sizing import RightSizing, ScaleOut
+from service import SLO, Objective
+from service.engine import TuningEngine, parts_from_host
+from service.plugin_host import PluginHost
+from service.scenario import load_scenario
+from tests.unit.techniques.scenarios import context, deployment, measured, scenario
+
+COST = Objective(kind="cost")
+
+
+def _l40s(tp: int = 4, replicas: int = 1, objective: Objective = COST, slo: SLO | None = None):
+    return scenario("Qwen/Qwen3.6-9B", "L40S", 4, deployment("Qwen/Qwen3.6-9B", tp=tp, replicas=replicas),
+                    clients=32, slo=slo, objective=objective)
+
+
+def test_it_halves_tp_then_stops_where_the_weights_leave_no_room_for_kv() -> None:
+    technique = RightSizing()
+    steps = [technique.propose(context(_l40s(tp)))[0].summary for tp in (4, 2)]
+    assert steps == ["TP2 on 2 GPUs (from TP4)", "TP1 on 1 GPU (from TP2)"]
+    assert not technique.applicable(context(_l40s(1))).applicable
+    # 27B BF16 is 54 GB: on one 48 GB L40S it does not fit at all, and on 80 GB H100s TP1 leaves 26 GB.
+    big = scenario("Qwen/Qwen3.6-27B", "H100-SXM", 2, deployment("Qwen/Qwen3.6-27B", tp=2), clients=16,
+                   objective=COST)
+    rule = technique.applicable(context(big))
+    assert not rule.applicable and "leaving too little for KV" in rule.reason
+
+
+def test_replicas_are_halved_before_tp() -> None:
+    delta = RightSizing().propose(context(_l40s(tp=1, replicas=4)))[0]
+    assert delta.deployment is not None and delta.deployment.groups[0].replicas == 2
+    assert delta.deployment.total_gpus() == 2 and delta.summary == "2 of 4 replicas (TP1): 2 GPUs"
+    # Down to one worker, the router goes (power_of_two refuses a single worker) and the worker takes its port.
+    two = scenario("Qwen/Qwen3.6-9B", "L40S", 4, deployment("Qwen/Qwen3.6-9B", tp=1, replicas=2), clients=32,
+                   objective=COST)
+    assert two.deployment.router is not None
+    alone = RightSizing().propose(context(two))[0]
+    assert alone.deployment is not None and alone.deployment.router is None
+    assert alone.deployment.groups[0].replicas == 1
+    assert alone.deployment.groups[0].base_port == two.deployment.router.port
+
+
+def test_only_under_the_cost_objective_and_a_met_slo() -> None:
+    technique = RightSizing()
+    throughput = technique.applicable(context(_l40s(objective=Objective(kind="throughput"))))
+    assert not throughput.applicable and "not cost" in throughput.reason
+    slo = SLO(ttft_p95_ms=500)
+    missed = technique.applicable(context(_l40s(slo=slo), baseline=measured(32, p95_ttft_ms=800)))
+    assert not missed.applicable and "misses ttft_p95_ms" in missed.reason
+    met = technique.applicable(context(_l40s(slo=slo), baseline=measured(32, p95_ttft_ms=300)))
+    assert met.applicable
+
+
+SCENARIO = """
+name = "l40s-chat-9b"
+model = "Qwen/Qwen3.6-9B"
+sglang_version = "0.5.23"
+
+[hardware]
+gpu = "L40S"
+gpus_per_node = 4
+price_per_gpu_hour = 1.1
+
+[[deployment.groups]]
+name = "worker"
+
+[deployment.groups.server]
+tp-size = 4
+
+[workload]
+input = {{ median = 1200, p95 = 4000 }}
+output = {{ median = 250, p95 = 700 }}
+
+[slo]
+ttft_p95_ms = 4000
+itl_median_ms = {itl}
+
+[objective]
+kind = "cost"
+
+[bench]
+dataset = "workload"
+num_prompts = 200
+max_concurrency = 32
+"""
+
+
+def _tune(tmp_path: Path, itl: float) -> TuningEngine:
+    path = tmp_path / f"l40s-{itl:.0f}.toml"
+    path.write_text(SCENARIO.format(itl=itl))
+    scen = load_scenario(path)
+    host = PluginHost()
+    playbook = msgspec.structs.replace(host.get("playbook", "auto"), techniques=["right_sizing"])
+    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
+                          repeats=1, parallel=1)
+    asyncio.run(engine.run())
+    return engine
+
+
+def test_a_simulated_job_ends_on_the_fewest_gpus_that_meet_the_slo(tmp_path: Path) -> None:
+    # A 9B model on four L40S under a cost objective: two GPUs and then one still meet a loose SLO, each
+    # cheaper per token than the step before, so the job ends on one GPU.
+    loose = _tune(tmp_path, 50)
+    sized = [r for r in loose.job.rounds if r.technique == "right_sizing"]
+    assert [r.decision.verdict.keeps_candidate() for r in sized if r.decision] == [True, True]
+    costs = [loose.job.rounds[0].results[0].cost_per_1m_output_tokens,
+             *(r.results[0].cost_per_1m_output_tokens for r in sized)]
+    assert all(c is not None for c in costs) and costs == sorted(costs, reverse=True)
+    assert all("the cost objective comes first" in r.decision.reasons[0] for r in sized if r.decision)
+    assert loose.state.accepted.deployment.total_gpus() == 1
+    # A median ITL target one GPU cannot meet (about 38 ms on one L40S, 20 ms on two): the step that breaks
+    # it is rolled back, and the job ends on the smallest deployment that met it.
+    one_gpu, two_gpus = (sized[i].results[0].bench.median_itl_ms for i in (-1, 0))
+    assert two_gpus < 30 < one_gpu
+    tight = _tune(tmp_path, 30)
+    assert tight.state.accepted.deployment.total_gpus() == 2
+    last = [r for r in tight.job.rounds if r.technique == "right_sizing"][-1]
+    assert last.decision is not None and not last.decision.verdict.keeps_candidate()
+
+
+def test_scale_out_doubles_replicas_on_idle_gpus_only_while_a_target_is_missed() -> None:
+    technique = ScaleOut()
+    slo = SLO(ttft_p95_ms=3000)
+    a100 = scenario("Qwen/Qwen3.6-27B", "A100-80GB", 8, deployment("Qwen/Qwen3.6-27B", tp=2), clients=64, slo=slo)
+    assert not technique.applicable(context(a100)).applicable  # nothing measured yet
+    met = technique.applicable(context(a100, baseline=measured(64, p95_ttft_ms=2000)))
+    assert not met.applicable and "only cost more" in met.reason
+    missed = context(a100, baseline=measured(64, p95_ttft_ms=4800))
+    rule = technique.applicable(missed)
+    assert rule.applicable and "misses ttft_p95_ms on 2 of 8 GPUs" in rule.reason
+    delta = technique.propose(missed)[0]
+    assert delta.deployment is not None and delta.deployment.total_gpus() == 4
+    assert delta.deployment.router is not None and delta.deployment.router.policy == "power_of_two"
+    assert delta.summary == "2 replicas (TP2) behind a power_of_two router: 4 GPUs"
+    # Three TP2 replicas on 8 GPUs: the fourth fits, a sixth would not.
+    three = scenario("Qwen/Qwen3.6-27B", "A100-80GB", 8, deployment("Qwen/Qwen3.6-27B", tp=2, replicas=3),
+                     clients=64, slo=slo)
+    assert technique.propose(context(three, baseline=measured(64, p95_ttft_ms=4800)))[0].summary.startswith("4 ")
+    full = scenario("Qwen/Qwen3.6-27B", "A100-80GB", 8, deployment("Qwen/Qwen3.6-27B", tp=2, replicas=4),
+                    clients=64, slo=slo)
+    idle = technique.applicable(context(full, baseline=measured(64, p95_ttft_ms=4800)))
+    assert not idle.applicable and "uses 8 of 8" in idle.reason
+
+
+def test_a_simulated_job_scales_out_until_the_missed_target_is_met(tmp_path: Path) -> None:
+    # Qwen3.6-27B for long reasoning outputs on TP2 of an 8-GPU A100 node: 64 clients queue on one instance
+    # (p95 TTFT about 4.8 s against 3 s); two replicas share them and meet the target, and the walk stops.
+    path = tmp_path / "a100.toml"
+    path.write_text(A100)
+    scen = load_scenario(path)
+    host = PluginHost()
+    playbook = msgspec.structs.replace(host.get("playbook", "auto"), techniques=["scale_out"])
+    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
+                          repeats=1, parallel=1)
+    asyncio.run(engine.run())
+    base = engine.job.rounds[0].results[0].bench.p95_ttft_ms
+    scaled = [r for r in engine.job.rounds if r.technique == "scale_out"]
+    assert base > 3000 and len(scaled) == 1
+    assert scaled[0].decision is not None and scaled[0].decision.verdict.keeps_candidate()
+    figures = scaled[0].decision.figures
+    assert figures["slo.ttft_p95_ms.baseline_met"] == 0.0 and figures["slo.ttft_p95_ms.candidate_met"] == 1.0
+    assert engine.state.accepted.deployment.total_gpus() == 4
+
+
+A100 = """
+name = "a100-27b-reasoning"
+model = "Qwen/Qwen3.6-27B"
+sglang_version = "0.5.20"
+
+[hardware]
+gpu = "A100-80GB"
+gpus_per_node = 8
+
+[[deployment.groups]]
+name = "worker"
+
+[deployment.groups.server]
+tp-size = 2
+
+[workload]
+input = { median = 500, p95 = 1500 }
+output = { median = 3000, p95 = 8000 }
+
+[slo]
+itl_median_ms = 40
+ttft_p95_ms = 3000
+
+[objective]
+kind = "throughput"
+
+[bench]
+dataset = "workload"
+num_prompts = 300
+max_concurrency = 64
+"""
