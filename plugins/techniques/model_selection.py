@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from service import Applicability, ConfigDelta, Technique, TuningContext, resolve_model
+from plugins.techniques._rules import main_server
+from service import Applicability, ConfigDelta, Technique, TuningContext, known_draft, resolve_model
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)B\b", re.IGNORECASE)
 
@@ -37,8 +38,16 @@ class ModelSelection(Technique):
                                    "passes gives the largest gain of any technique (casebook tuning order 1).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        return [ConfigDelta(technique=self.name, summary=f"model {name}", model=name)
+        return [ConfigDelta(technique=self.name, summary=f"model {name}{self._draft_note(ctx, name)}", model=name)
                 for _, name in self._candidates(ctx)]
+
+    @staticmethod
+    def _draft_note(ctx: TuningContext, name: str) -> str:
+        """What happens to a speculating server's draft: the new model's own, or none (the engine's model switch)."""
+        if not main_server(ctx.scenario).speculative_draft_model_path:
+            return ""
+        draft = known_draft(name)
+        return f" (EAGLE3 draft {draft})" if draft else " (no EAGLE3 draft known for it: speculative decoding off)"
 
     def _candidates(self, ctx: TuningContext) -> list[tuple[float, str]]:
         current = ctx.model.params_total

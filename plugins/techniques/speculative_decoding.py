@@ -42,6 +42,11 @@ def zone(c: float, threshold: float, even: float) -> str | None:
     return None
 
 
+def draft_model(ctx: TuningContext) -> str:
+    """The EAGLE3 draft for the current model: the scenario's own, else the one the model is known to have."""
+    return ctx.scenario.workload.speculative.draft_model or ctx.model.eagle3_draft
+
+
 class SpeculativeDecoding(Technique):
     """Adds EAGLE3 (steps 5, topk 8, draft tokens 6) at low concurrency, removes it near the threshold."""
 
@@ -71,6 +76,11 @@ class SpeculativeDecoding(Technique):
         if workload.input.median >= INPUT_DOMINANT * max(1, workload.output.median):
             return Applicability(False, "Input dominates output, so a decode-side speed-up has minimal benefit "
                                         "(casebook case 2).")
+        if not draft_model(ctx):
+            return Applicability(False, f"No EAGLE3 draft model is known for {ctx.scenario.model}: a draft is trained "
+                                        "for one target model, so none is made up; name one in "
+                                        "workload.speculative.draft_model (a Hugging Face id or a folder) to try "
+                                        f"speculative decoding ({figures}).")
         return Applicability(True, f"Concurrency is below the break-even ({figures}): spare compute can verify "
                                    "drafted tokens (casebook case 1 round 3; its H200 table still measured 1.28x "
                                    "at concurrency 64), and the measurement decides.")
@@ -86,6 +96,6 @@ class SpeculativeDecoding(Technique):
             technique=self.name,
             summary=f"EAGLE3 steps 5 / topk 8 / draft 6 (break-even near concurrency {even:.0f})",
             set_server={"speculative_algorithm": "EAGLE3",
-                        "speculative_draft_model_path": f"{ctx.scenario.model}-eagle3",
+                        "speculative_draft_model_path": draft_model(ctx),
                         "speculative_num_steps": 5, "speculative_eagle_topk": 8,
                         "speculative_num_draft_tokens": 6})]

@@ -55,6 +55,13 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
     provenance: str = ""
+    # An EAGLE3 draft trained for this model (a Hugging Face id or a folder), from `model.toml`; "" when none
+    # is known, so speculative decoding is proposed only with a draft the scenario names.
+    eagle3_draft: str = ""
+    # config.json's quantization_config for a checkpoint stored quantized: its quant_method ("fp8", "awq", ...)
+    # and bits per weight (0 when the method is not one read here, so its size is unknown).
+    prequantized: str = ""
+    prequantized_bits: int = 0
 
     @property
     def kv_layers(self) -> int:
@@ -70,11 +77,16 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         return int(2 * self.kv_layers * self.num_kv_heads * self.head_dim * width)
 
     def weight_bytes(self, weight_dtype: str = "bf16") -> float:
-        return self.params_total * dtype_bytes(weight_dtype)
+        """Weight bytes as served in `weight_dtype`; a checkpoint stored in fewer bits loads in those."""
+        return self.params_total * self._bytes_per_weight(weight_dtype)
 
     def active_weight_bytes(self, weight_dtype: str = "bf16") -> float:
         """Bytes read per decode step when every active parameter is touched once."""
-        return self.params_active * dtype_bytes(weight_dtype)
+        return self.params_active * self._bytes_per_weight(weight_dtype)
+
+    def _bytes_per_weight(self, weight_dtype: str) -> float:
+        served = dtype_bytes(weight_dtype)
+        return min(served, self.prequantized_bits / 8) if self.prequantized_bits else served
 
     @property
     def is_moe(self) -> bool:
@@ -167,8 +179,38 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         experts_per_token=int(_get(cfg, "num_experts_per_tok", "num_experts_per_token", default=0) or 0),
         moe_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=0) or 0),
         provenance=str(sidecar.get("provenance", "estimated from config.json")),
+        eagle3_draft=str(sidecar.get("eagle3_draft", "")),
+        prequantized=_quant_method(cfg),
+        prequantized_bits=_quant_bits(cfg),
     )
     return msgspec.structs.replace(spec, **overrides) if overrides else spec
+
+
+# quantization_config methods whose bits per weight are read here (SGLang's `srt/layers/quantization` names).
+_EIGHT_BIT = ("fp8", "fbgemm_fp8", "modelopt", "modelopt_fp8", "w8a8_fp8", "w8a8_int8")
+_FOUR_BIT = ("mxfp4", "modelopt_fp4", "w4afp8")
+_BITS_FIELD = ("awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "auto-round")
+
+
+def _quant_method(cfg: dict[str, Any]) -> str:
+    quant = _get(cfg, "quantization_config")
+    return str(quant.get("quant_method") or "unknown") if isinstance(quant, dict) else ""
+
+
+def _quant_bits(cfg: dict[str, Any]) -> int:
+    """Bits per weight of a checkpoint stored quantized, or 0 when they are not known."""
+    quant = _get(cfg, "quantization_config")
+    method = _quant_method(cfg)
+    if not isinstance(quant, dict) or not method:
+        return 0
+    if method in _EIGHT_BIT:
+        return 8
+    if method in _FOUR_BIT:
+        return 4
+    if method in _BITS_FIELD:
+        bits = quant.get("bits", quant.get("w_bit"))
+        return int(bits) if isinstance(bits, int) and 0 < bits <= 16 else 0
+    return 0
 
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -202,3 +244,15 @@ def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:
         return load_model_dir(path, name=ref)
     known = ", ".join(shipped)
     raise KeyError(f"unknown model {ref!r}: not a shipped model ({known}) nor a folder with config.json")
+
+
+def known_draft(ref: str) -> str:
+    """The EAGLE3 draft known for model `ref` (its `model.toml`'s `eagle3_draft`), or "" when none is known.
+
+    A draft is trained on one target model's hidden states and vocabulary, so no name is ever derived from the
+    target's: `<model>-eagle3` exists for the casebook's Qwen3.6 models only because they ship saying so.
+    """
+    try:
+        return resolve_model(ref).eagle3_draft
+    except (KeyError, OSError, ValueError):
+        return ""

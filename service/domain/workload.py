@@ -63,9 +63,15 @@ class StructuredOutput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 
 class SpeculativeBehaviour(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """How predictable the outputs are for a draft model (per-token acceptance probability)."""
+    """The draft model for this traffic and how predictable the outputs are for it (per-token acceptance).
+
+    `draft_model` names an EAGLE3 draft trained for the scenario's model (a Hugging Face id or a folder); when
+    unset, the model's own known draft is used (`eagle3_draft` in a shipped model's `model.toml`), and a model
+    with neither gets no speculative decoding proposed: a made-up draft path would never launch.
+    """
 
     draft_acceptance: float = 0.75
+    draft_model: str | None = None
 
 
 class WorkloadProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

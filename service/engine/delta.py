@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.domain import ConfigDelta, Deployment, FlagValue, Scenario, ServerConfig, WorkerGroup
+from service.domain import ConfigDelta, Deployment, FlagValue, Scenario, ServerConfig, WorkerGroup, known_draft
 
 _SERVER_FIELDS = {f.name: f for f in msgspec.structs.fields(ServerConfig)}
 
@@ -27,9 +27,13 @@ def apply_delta(scenario: Scenario, delta: ConfigDelta) -> Scenario:
     """
     deployment = delta.deployment or scenario.deployment
     model = scenario.model
+    workload = delta.workload or scenario.workload
     if delta.model is not None and delta.model != scenario.model:
-        deployment = _switch_model(deployment, scenario.model, delta.model)
+        deployment = _switch_model(deployment, delta.model)
         model = delta.model
+        # The scenario's draft was named for the old model; the new one's known draft (if any) takes over.
+        workload = msgspec.structs.replace(
+            workload, speculative=msgspec.structs.replace(workload.speculative, draft_model=None))
     if delta.set_server:
         deployment = _set_server(deployment, delta.set_server, delta.roles)
     if delta.router is not None:
@@ -37,21 +41,26 @@ def apply_delta(scenario: Scenario, delta: ConfigDelta) -> Scenario:
     bench = scenario.bench
     if delta.client_concurrency is not None:
         bench = msgspec.structs.replace(bench, max_concurrency=delta.client_concurrency)
-    return msgspec.structs.replace(
-        scenario, model=model, deployment=deployment, bench=bench,
-        workload=delta.workload or scenario.workload,
-    )
+    return msgspec.structs.replace(scenario, model=model, deployment=deployment, bench=bench, workload=workload)
 
 
-def _switch_model(deployment: Deployment, old: str, new: str) -> Deployment:
-    """Point every worker at `new`; a draft model named after the old target follows it (`<model>-eagle3`)."""
+# The server settings of a draft-model speculative decoding, all unset together when no draft fits the model.
+SPECULATIVE_OFF: dict[str, FlagValue | None] = {
+    "speculative_algorithm": None, "speculative_draft_model_path": None, "speculative_num_steps": None,
+    "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}
+
+
+def _switch_model(deployment: Deployment, new: str) -> Deployment:
+    """Point every worker at `new`. A draft is trained for one target (its hidden states and vocabulary), so a
+    worker that speculates takes the new model's known draft (casebook case 3: 27B-eagle3 -> 9B-eagle3), and
+    stops speculating when none is known rather than launch with a draft that does not exist or does not fit."""
+    draft = known_draft(new)
     groups = []
     for group in deployment.groups:
-        server = group.server
-        draft = server.speculative_draft_model_path
-        if draft and draft.startswith(old):
-            draft = new + draft[len(old):]
-        server = msgspec.structs.replace(server, model_path=new, speculative_draft_model_path=draft)
+        server = msgspec.structs.replace(group.server, model_path=new)
+        if server.speculative_draft_model_path:
+            server = (msgspec.structs.replace(server, speculative_draft_model_path=draft) if draft
+                      else set_server_fields(server, SPECULATIVE_OFF))
         groups.append(msgspec.structs.replace(group, server=server))
     return msgspec.structs.replace(deployment, groups=groups)
 

@@ -119,7 +119,8 @@ def _check_speculative(field: str, server: ServerConfig) -> list[ValidationIssue
     if algorithm not in _SELF_DRAFTING and server.speculative_draft_model_path is None:
         return [ValidationIssue(field=f"{field}.speculative-draft-model-path",
                                 message=f"speculative-algorithm {server.speculative_algorithm} needs a draft model",
-                                hint="set speculative-draft-model-path (e.g. the model's -eagle3 checkpoint)")]
+                                hint="set speculative-draft-model-path to a draft trained for this model "
+                                     "(a Hugging Face id or a folder)")]
     return []
 
 
