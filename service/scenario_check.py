@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from service.domain import Scenario, resolve_model
+from service.domain import ModelSpec, Scenario, ServerConfig, resolve_model
 from service.domain.hardware import GPU_ALIASES, GPU_CATALOGUE
 from service.domain.model import shipped_models
 from service.scenario_ranges import check_ranges
@@ -31,6 +31,7 @@ from service.sglang.safety import looks_like_flag, unsafe_character
 from service.sglang.topology import group_field
 from service.sglang.validate import validate_scenario
 from service.sglang.values import ValidationIssue, errors
+from service.simulator.memory import WeightsDoNotFit, resolve_server, weights_per_gpu
 
 __all__ = ["ScenarioRefused", "check_candidate", "check_scenario", "refusal_line", "require_valid_scenario"]
 
@@ -63,6 +64,8 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
             settings (`allow_flags`), which are what the runners launch with.
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
+    if not errors(issues):
+        issues += check_weights_fit(scenario)
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -135,8 +138,29 @@ def check_names(scenario: Scenario) -> list[ValidationIssue]:
                             ("server.speculative-draft-model-path", group.server.speculative_draft_model_path)):
             if value and _climbs(value):
                 issues.append(_climbing(group_field(index, name), value))
+        draft = group.server.speculative_draft_model_path
+        if draft and not _climbs(draft):
+            issues += check_draft(group_field(index, "server.speculative-draft-model-path"), draft)
+    draft = scenario.workload.speculative.draft_model
+    if draft:
+        issues += [_climbing("workload.speculative.draft_model", draft)] if _climbs(draft) else \
+            check_draft("workload.speculative.draft_model", draft)
     issues += _hosts(scenario)
     return issues
+
+
+def check_draft(field: str, draft: str) -> list[ValidationIssue]:
+    """A draft model spelled as a folder path must be a folder holding a config.json, as the model must; a
+    Hugging Face id (org/name) cannot be checked offline and passes."""
+    bad = unsafe_character(draft)
+    if bad is not None:
+        return [ValidationIssue(field=field, message=f"{draft!r} contains {bad}",
+                                hint="a draft model is a Hugging Face id (org/name) or a folder path")]
+    if not draft.startswith(("/", "./", "~")) or (Path(draft).expanduser() / "config.json").is_file():
+        return []
+    return [ValidationIssue(field=field, message=f"draft model folder {draft!r} holds no config.json",
+                            hint="point it at the folder of an EAGLE3 draft trained for this model, or give its "
+                                 "Hugging Face id; without one, leave speculative decoding off")]
 
 
 def check_model(model: str) -> list[ValidationIssue]:
@@ -198,6 +222,52 @@ def check_server_width(scenario: Scenario) -> list[ValidationIssue]:
                     f"{sizes['dp-size']}); the hardware has {hardware.nodes} node(s) x {hardware.gpus_per_node} GPUs",
             hint=f"use {widest} {max(1, total // others)} or less, or raise hardware.nodes"))
     return issues
+
+
+def check_weights_fit(scenario: Scenario) -> list[ValidationIssue]:
+    """A server whose weights leave no KV cache in its static pool, which SGLang refuses at every start.
+
+    The casebook's capacity calculation, done before the first round: weights per GPU (split by TP, experts by
+    EP) against mem-fraction-static x HBM, sized as the simulator sizes the pool. A checkpoint stored quantized
+    is sized in its own bits (config.json's quantization_config), and not checked when they cannot be read.
+    """
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []  # check_model has named it
+    if model.prequantized and not model.prequantized_bits:
+        return []
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        try:
+            resolve_server(model, scenario.hardware, group.server)
+        except WeightsDoNotFit as exc:
+            issues.append(ValidationIssue(field=group_field(index, "server.tp-size"), flag="--tp-size",
+                                          message=f"the server cannot start: {exc}",
+                                          hint=_fitting_hint(model, scenario, group.server)))
+        except ValueError:
+            continue  # other start failures (activation headroom) are the runner's to report
+    return issues
+
+
+def _fitting_hint(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> str:
+    """The smallest TP (within the hardware) whose weights take at most 80% of a GPU, and FP8 where it helps."""
+    hbm = scenario.hardware.spec.hbm_gb * 1024**3
+    options = []
+    tp = server.tp_size
+    while tp < scenario.hardware.total_gpus:
+        tp *= 2
+        wider = msgspec.structs.replace(server, tp_size=tp)
+        if weights_per_gpu(model, wider) <= 0.8 * hbm:
+            options.append(f"tp-size {tp} ({weights_per_gpu(model, wider) / 1024**3:.0f} GiB of weights per GPU)")
+            break
+    if server.weight_dtype != "fp8" and scenario.hardware.spec.supports_fp8:
+        fp8 = msgspec.structs.replace(server, quantization="fp8")
+        if weights_per_gpu(model, fp8) <= 0.8 * hbm:
+            options.append(f'quantization = "fp8" ({weights_per_gpu(model, fp8) / 1024**3:.0f} GiB per GPU), '
+                           "after a quality check")
+    return ("use " + " or ".join(options)) if options else \
+        "the model does not fit this hardware: use more or larger GPUs, or a smaller model"
 
 
 def _climbs(path: str) -> bool:

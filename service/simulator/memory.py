@@ -34,6 +34,10 @@ class ServerStartError(ValueError):
     """The server would not start (weights do not fit, no room for any KV cache, or no activation headroom)."""
 
 
+class WeightsDoNotFit(ServerStartError):
+    """The weights leave no room for a KV cache in the static pool: no start on any machine of this GPU."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedServer:
     """One server instance's effective scheduler settings and KV pool."""
@@ -170,7 +174,7 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     weights = weights_per_gpu(model, server)
     free = spec.hbm_gb * GIB * frac - weights
     if free <= 0:
-        raise ServerStartError(
+        raise WeightsDoNotFit(
             f"{model.name} needs {weights / GIB:.1f} GiB of weights per GPU but mem-fraction-static {frac:.2f} "
             f"of {spec.hbm_gb:.0f} GB leaves {spec.hbm_gb * frac:.1f} GiB (tp-size {server.tp_size})")
     per_token = kv_bytes_per_gpu_token(model, server, attention_tp)
@@ -178,7 +182,7 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     page = server.page_size or 1
     pool = int(free / per_token) // page * page * attention_dp
     if pool < page * 16:
-        raise ServerStartError(f"KV cache pool too small ({pool} tokens) for {model.name}")
+        raise WeightsDoNotFit(f"KV cache pool too small ({pool} tokens) for {model.name}")
     max_running = server.max_running_requests or _default_max_running(model, server, pool)
     if state:
         max_running = min(max_running, int(free * 0.1 / state) * attention_dp or 1)

@@ -159,6 +159,11 @@ UNMEETABLE = scenario_data("chat-9b-l40s-50k", model="Qwen/Qwen3.6-9B", gpu="L40
                            objective="throughput")
 NO_FIT = scenario_data("chat-27b-one-l40s", model="Qwen/Qwen3.6-27B", gpu="L40S", gpus=1, tp=1,
                        workload={**CHAT, "peak_concurrency": 16}, slo={"ttft_p95_ms": 2000})
+# Weights that fit, but mem-fraction-static 0.97 leaves 1.4 GiB of each 48 GB L40S outside the static pool,
+# where a 32,768-token forward pass needs 4.4 GiB: CUDA runs out of memory at every start.
+NO_START = scenario_data("chat-27b-l40s-no-headroom", model="Qwen/Qwen3.6-27B", gpu="L40S", gpus=2, tp=2,
+                         server={"mem-fraction-static": 0.97, "chunked-prefill-size": 32768},
+                         workload={**CHAT, "peak_concurrency": 16}, slo={"ttft_p95_ms": 2000})
 NIGHTLY_MISS = scenario_data("tickets-9b-h100-8h", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=2, tp=2,
                              server=FP8, workload=TICKETS, objective="deadline",
                              slo={"deadline_hours": 8, "deadline_output_tokens": 3.0e9},
