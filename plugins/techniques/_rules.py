@@ -104,13 +104,15 @@ def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:
 
 
 def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
-    """Smallest TP (2 or more, as the casebook's every dense replica) whose weights take <= 25% of HBM.
+    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV.
 
-    Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2): enough HBM is left for long-context KV.
+    Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2). A model that small on one GPU (an 8B BF16
+    model is 20% of an 80 GB H100; the 27B in FP8 19% of an H200) is offered as TP1 replicas too, plain data
+    parallelism, and the measurement decides ("this trade-off varies by case", case 1 round 4).
     """
     server = main_server(scenario)
     hbm = scenario.hardware.spec.hbm_gb
-    tp = 2
+    tp = 1
     while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
         tp *= 2
     return tp

@@ -31,7 +31,7 @@ MIN_DECODE_NODES = 4  # a decode EP domain no narrower than one case-5 EP instan
 def _scale_reason(scenario: Scenario) -> str | None:
     gpus = scenario.hardware.total_gpus
     if gpus < MIN_SCALE_GPUS:
-        return f"{gpus} GPUs is below the casebook's 16-GPU scale, where this is detrimental."
+        return f"{gpus} GPU{'' if gpus == 1 else 's'} is below the casebook's 16-GPU scale, where this is detrimental."
     return None
 
 

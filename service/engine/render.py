@@ -172,7 +172,8 @@ def _launch_lines(report: TuningReport) -> list[str]:
     final = report.final
     if final is None:
         return ["No final configuration: the starting deployment was never measured, or the job has not ended."]
-    lines = [f"Model `{final.model}`; {final.deployment.total_gpus()} GPUs.", ""]
+    gpus = final.deployment.total_gpus()
+    lines = [f"Model `{final.model}`; {gpus} GPU{'' if gpus == 1 else 's'}.", ""]
     if final.launch_refused:
         return [*lines, "Launch commands were refused by the flag catalogue:", "", *final.launch_refused]
     lines.append("```")
