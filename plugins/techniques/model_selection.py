@@ -20,6 +20,11 @@ def model_params(name: str) -> float | None:
         return float(match.group(1)) * 1e9 if match else None
 
 
+def _is_technique_subject(subject: str) -> bool:
+    """`<model>:<technique>` (`Qwen/Qwen3.6-27B:fp8`) rates a change of the model, not another model."""
+    return ":" in subject.rsplit("/", 1)[-1]
+
+
 class ModelSelection(Technique):
     """Propose smaller models that have quality results, smallest first; the engine's quality gate decides."""
 
@@ -53,7 +58,7 @@ class ModelSelection(Technique):
         current = ctx.model.params_total
         found = []
         for result in ctx.scenario.quality:
-            if result.subject == ctx.scenario.model or "/" not in result.subject:
+            if result.subject == ctx.scenario.model or "/" not in result.subject or _is_technique_subject(result.subject):
                 continue
             params = model_params(result.subject)
             if params is not None and params < current:

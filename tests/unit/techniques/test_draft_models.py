@@ -25,10 +25,10 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidde
             "vocab_size": 128256, "max_position_embeddings": 131072, "head_dim": 128}
 
 
-def _folder(tmp_path: Path, name: str) -> str:
+def _folder(tmp_path: Path, name: str, **config: object) -> str:
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(LLAMA_8B))
+    (folder / "config.json").write_text(json.dumps({**LLAMA_8B, **config}))
     return str(folder)
 
 
@@ -94,3 +94,15 @@ def test_a_model_switch_takes_the_new_models_draft_or_stops_speculating() -> Non
     assert moe.speculative_algorithm is None and moe.speculative_draft_model_path is None
     assert moe.speculative_num_steps is None
     assert "no EAGLE3 draft known for it: speculative decoding off" in deltas["Qwen/Qwen3.6-4B"].summary
+
+
+def test_a_quality_result_for_fp8_is_not_read_as_a_smaller_model(tmp_path: Path) -> None:
+    # `<model>:fp8` rates FP8 on the scenario's model; a folder named after 70B parameters once made it look like
+    # a 70B model smaller than the 70.6B the config counts, and a round "model /path/llama-70b:fp8" was proposed.
+    model = _folder(tmp_path, "llama-70b", hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+                    num_hidden_layers=80)
+    scen = scenario(model, "H100-SXM", 8, deployment(model, tp=8), clients=48,
+                    quality=[QualityResult(subject=f"{model}:fp8", metrics={"equivalent": 48}, acceptable=True),
+                             QualityResult(subject="Qwen/Qwen3.6-27B:fp8", metrics={"equivalent": 40})])
+    rule = ModelSelection().applicable(context(scen))
+    assert not rule.applicable and "No quality results for smaller models" in rule.reason
