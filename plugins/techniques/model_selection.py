@@ -6,7 +6,7 @@ import re
 from typing import ClassVar
 
 from plugins.techniques._rules import main_server
-from service import Applicability, ConfigDelta, Technique, TuningContext, known_draft, resolve_model
+from service import Applicability, ConfigDelta, Technique, TuningContext, draft_after_switch, resolve_model
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)B\b", re.IGNORECASE)
 
@@ -49,10 +49,12 @@ class ModelSelection(Technique):
     @staticmethod
     def _draft_note(ctx: TuningContext, name: str) -> str:
         """What happens to a speculating server's draft: the new model's own, or none (the engine's model switch)."""
-        if not main_server(ctx.scenario).speculative_draft_model_path:
+        server = main_server(ctx.scenario)
+        if not server.speculative_draft_model_path:
             return ""
-        draft = known_draft(name)
-        return f" (EAGLE3 draft {draft})" if draft else " (no EAGLE3 draft known for it: speculative decoding off)"
+        draft = draft_after_switch(name, server.speculative_algorithm)
+        kind = server.speculative_algorithm or "speculative"
+        return f" ({kind} draft {draft})" if draft else f" (no {kind} draft known for it: speculative decoding off)"
 
     def _candidates(self, ctx: TuningContext) -> list[tuple[float, str]]:
         current = ctx.model.params_total

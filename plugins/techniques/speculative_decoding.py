@@ -1,11 +1,16 @@
-"""EAGLE3 speculative decoding: below the break-even concurrency; removed near the threshold batch size."""
+"""Speculative decoding (EAGLE3 with a known draft, else the model's own MTP layer): below the break-even
+concurrency; removed near the threshold batch size."""
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
+
+import msgspec
 
 from plugins.techniques._rules import (
     SPECULATIVE_BREAK_EVEN,
+    concurrency_per_instance,
     main_server,
     measured_concurrency_per_instance,
     threshold_batch_size,
@@ -19,6 +24,9 @@ INPUT_DOMINANT = 20.0
 # Casebook "Concurrency vs. Threshold Batch Size": concurrency near the threshold batch (case 3: 256 of 295,
 # 0.87) is the transition zone where speculative decoding is detrimental. Within 30% of it counts as near.
 TRANSITION_ZONE = 0.7
+# `arg_groups/speculative_hook.py` _handle_eagle_family: "Max running requests is reset to 48 for speculative
+# decoding" when --max-running-requests is unset.
+SPECULATIVE_RESET = 48
 
 
 def break_even_concurrency(ctx: TuningContext) -> float:
@@ -40,6 +48,23 @@ def zone(c: float, threshold: float, even: float) -> str | None:
     if c >= even:
         return "past the break-even the casebook measured (case 1: 0.97x at concurrency 128 of 206)"
     return None
+
+
+def _running_slots(ctx: TuningContext) -> int | None:
+    """Running-request slots to keep when speculation is added above SGLang's reset, else None.
+
+    SGLang resets an unset --max-running-requests to 48 under EAGLE-family speculation
+    (`arg_groups/speculative_hook.py`); where the last kept round held more requests per instance than that,
+    the rest would queue, and the round would measure the queue rather than the speculation. The slots cover
+    requests each instance may be sent: the measured concurrency or the clients' share, whichever is larger
+    (rounded up to a multiple of 16).
+    """
+    if main_server(ctx.scenario).max_running_requests is not None:
+        return None
+    c = max(measured_concurrency_per_instance(ctx)[0], concurrency_per_instance(ctx.scenario))
+    if c <= SPECULATIVE_RESET:
+        return None
+    return int(math.ceil(c / 16) * 16)
 
 
 def draft_model(ctx: TuningContext) -> str:
@@ -76,26 +101,47 @@ class SpeculativeDecoding(Technique):
         if workload.input.median >= INPUT_DOMINANT * max(1, workload.output.median):
             return Applicability(False, "Input dominates output, so a decode-side speed-up has minimal benefit "
                                         "(casebook case 2).")
-        if not draft_model(ctx):
-            return Applicability(False, f"No EAGLE3 draft model is known for {ctx.scenario.model}: a draft is trained "
-                                        "for one target model, so none is made up; name one in "
-                                        "workload.speculative.draft_model (a Hugging Face id or a folder) to try "
-                                        f"speculative decoding ({figures}).")
+        if not draft_model(ctx) and not ctx.model.mtp_layers:
+            return Applicability(False, f"No EAGLE3 draft model is known for {ctx.scenario.model}, and it carries no "
+                                        "MTP layer to draft with: a draft is trained for one target model, so none is "
+                                        "made up; name one in workload.speculative.draft_model (a Hugging Face id or "
+                                        f"a folder) to try speculative decoding ({figures}).")
         return Applicability(True, f"Concurrency is below the break-even ({figures}): spare compute can verify "
                                    "drafted tokens (casebook case 1 round 3; its H200 table still measured 1.28x "
                                    "at concurrency 64), and the measurement decides.")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
+        deltas = self._propose(ctx)
+        running = _running_slots(ctx)
+        if running is None or not deltas or not deltas[0].set_server.get("speculative_algorithm"):
+            return deltas
+        delta = deltas[0]
+        changes = {**delta.set_server, "max_running_requests": running}
+        return [msgspec.structs.replace(delta, set_server=changes,
+                                        summary=f"{delta.summary}, max-running-requests {running}")]
+
+    def _propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         even = break_even_concurrency(ctx)
         if main_server(ctx.scenario).speculative_algorithm is not None:
             c, source = measured_concurrency_per_instance(ctx)
             return [ConfigDelta(technique=self.name, set_server=dict(OFF),
                                 summary=f"remove speculative decoding ({source} concurrency {c:.0f} per instance, "
                                         f"threshold batch {threshold_batch_size(ctx.scenario)})")]
+        draft = draft_model(ctx)
+        if not draft:
+            # The model's own multi-token-prediction layer drafts (DeepSeek, GLM-5, Qwen3.5 MoE). SGLang's own
+            # choice for MTP is 3 steps, top-1, 4 draft tokens (`_auto_choose_speculative_params`); the draft path
+            # is the model itself, which Qwen3.5 needs and DeepSeek accepts.
+            return [ConfigDelta(
+                technique=self.name,
+                summary=f"NEXTN (the model's MTP layer) steps 3 / topk 1 / draft 4 (break-even near concurrency "
+                        f"{even:.0f})",
+                set_server={"speculative_algorithm": "NEXTN", "speculative_draft_model_path": ctx.scenario.model,
+                            "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                            "speculative_num_draft_tokens": 4})]
         return [ConfigDelta(
             technique=self.name,
             summary=f"EAGLE3 steps 5 / topk 8 / draft 6 (break-even near concurrency {even:.0f})",
-            set_server={"speculative_algorithm": "EAGLE3",
-                        "speculative_draft_model_path": draft_model(ctx),
+            set_server={"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": draft,
                         "speculative_num_steps": 5, "speculative_eagle_topk": 8,
                         "speculative_num_draft_tokens": 6})]

@@ -38,7 +38,15 @@ from service.domain.deployment import (
     place_workers,
 )
 from service.domain.hardware import GPU_CATALOGUE, GpuSpec, Hardware, gpu_spec
-from service.domain.model import Architecture, AttentionKind, ModelSpec, dtype_bytes, known_draft, resolve_model
+from service.domain.model import (
+    Architecture,
+    AttentionKind,
+    ModelSpec,
+    draft_after_switch,
+    dtype_bytes,
+    known_draft,
+    resolve_model,
+)
 from service.domain.scenario import DEFAULT_SGLANG_VERSION, QualityResult, Scenario
 from service.domain.slo import GOODPUT_METRICS, SLO, Objective, goodput, goodput_slos
 from service.domain.tuning import (
@@ -74,5 +82,5 @@ __all__ = [
     "PlacementRecord", "ProcessRecord", "Provenance",
     "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus",
     "RouterConfig", "ServerConfig", "ServerMetrics", "SLOCheck", "Source", "SpeculativeBehaviour", "StructuredOutput", "Verdict",
-    "WorkerGroup", "WorkloadProfile", "dtype_bytes", "gpu_spec", "known_draft", "place_workers", "resolve_model",
+    "WorkerGroup", "WorkloadProfile", "draft_after_switch", "dtype_bytes", "gpu_spec", "known_draft", "place_workers", "resolve_model",
 ]

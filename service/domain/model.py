@@ -58,6 +58,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     # An EAGLE3 draft trained for this model (a Hugging Face id or a folder), from `model.toml`; "" when none
     # is known, so speculative decoding is proposed only with a draft the scenario names.
     eagle3_draft: str = ""
+    # Multi-token-prediction layers the checkpoint carries (DeepSeek's num_nextn_predict_layers, Qwen3.5's
+    # mtp_num_hidden_layers): SGLang drafts with them (`--speculative-algorithm NEXTN`), no separate draft.
+    mtp_layers: int = 0
     # config.json's quantization_config for a checkpoint stored quantized: its quant_method ("fp8", "awq", ...)
     # and bits per weight (0 when the method is not one read here, so its size is unknown).
     prequantized: str = ""
@@ -180,6 +183,7 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         moe_intermediate_size=int(_get(cfg, "moe_intermediate_size", default=0) or 0),
         provenance=str(sidecar.get("provenance", "estimated from config.json")),
         eagle3_draft=str(sidecar.get("eagle3_draft", "")),
+        mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers", default=0) or 0),
         prequantized=_quant_method(cfg),
         prequantized_bits=_quant_bits(cfg),
     )
@@ -256,3 +260,14 @@ def known_draft(ref: str) -> str:
         return resolve_model(ref).eagle3_draft
     except (KeyError, OSError, ValueError):
         return ""
+
+
+def draft_after_switch(ref: str, algorithm: str | None) -> str:
+    """The draft a speculating server takes when it switches to model `ref`, or "" when it has none: with
+    NEXTN the new model's own MTP layer (the model itself), otherwise its known EAGLE3 draft."""
+    if (algorithm or "").upper() == "NEXTN":
+        try:
+            return ref if resolve_model(ref).mtp_layers else ""
+        except (KeyError, OSError, ValueError):
+            return ""
+    return known_draft(ref)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service.domain import ConfigDelta, Deployment, FlagValue, Scenario, ServerConfig, WorkerGroup, known_draft
+from service.domain import ConfigDelta, Deployment, FlagValue, Scenario, ServerConfig, WorkerGroup, draft_after_switch
 
 _SERVER_FIELDS = {f.name: f for f in msgspec.structs.fields(ServerConfig)}
 
@@ -52,13 +52,14 @@ SPECULATIVE_OFF: dict[str, FlagValue | None] = {
 
 def _switch_model(deployment: Deployment, new: str) -> Deployment:
     """Point every worker at `new`. A draft is trained for one target (its hidden states and vocabulary), so a
-    worker that speculates takes the new model's known draft (casebook case 3: 27B-eagle3 -> 9B-eagle3), and
-    stops speculating when none is known rather than launch with a draft that does not exist or does not fit."""
-    draft = known_draft(new)
+    worker that speculates takes the new model's own draft (casebook case 3: 27B-eagle3 -> 9B-eagle3; with
+    NEXTN, the new model's MTP layer), and stops speculating when it has none rather than launch with a draft
+    that does not exist or does not fit."""
     groups = []
     for group in deployment.groups:
         server = msgspec.structs.replace(group.server, model_path=new)
         if server.speculative_draft_model_path:
+            draft = draft_after_switch(new, server.speculative_algorithm)
             server = (msgspec.structs.replace(server, speculative_draft_model_path=draft) if draft
                       else set_server_fields(server, SPECULATIVE_OFF))
         groups.append(msgspec.structs.replace(group, server=server))

@@ -17,7 +17,7 @@ from plugins.techniques.speculative_decoding import SpeculativeDecoding
 from service import SLO, QualityResult, SpeculativeBehaviour, check_scenario, known_draft
 from service.engine.delta import apply_delta
 from service.sglang import errors
-from tests.unit.techniques.scenarios import context, deployment, scenario
+from tests.unit.techniques.scenarios import context, deployment, measured, scenario
 
 SPEC = SpeculativeDecoding()
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -106,3 +106,38 @@ def test_a_quality_result_for_fp8_is_not_read_as_a_smaller_model(tmp_path: Path)
                              QualityResult(subject="Qwen/Qwen3.6-27B:fp8", metrics={"equivalent": 40})])
     rule = ModelSelection().applicable(context(scen))
     assert not rule.applicable and "No quality results for smaller models" in rule.reason
+
+
+def test_a_model_with_its_own_mtp_layer_drafts_with_it() -> None:
+    # DeepSeek-V4-Flash ships one next-token-prediction layer (num_nextn_predict_layers) and no EAGLE3 draft:
+    # SGLang drafts with the model's own layer (NEXTN, 3 steps, top-1, 4 draft tokens, its MTP default).
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    scen = scenario(model, "H200-SXM", 8, deployment(model, tp=8, quantization="fp8"), clients=32)
+    assert SPEC.applicable(context(scen)).applicable
+    [delta] = SPEC.propose(context(scen))
+    assert delta.set_server == {"speculative_algorithm": "NEXTN", "speculative_draft_model_path": model,
+                                "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                                "speculative_num_draft_tokens": 4}
+    assert delta.summary.startswith("NEXTN (the model's MTP layer)")
+    assert not errors(check_scenario(apply_delta(scen, delta)))
+    # A switch to a model without MTP layers or a known draft stops speculating (no draft is borrowed).
+    on = apply_delta(scen, delta)
+    moved = apply_delta(on, msgspec.structs.replace(delta, technique="model_selection", summary="m",
+                                                    set_server={}, model="zai-org/GLM-4.5-Air"))
+    assert moved.deployment.groups[0].server.speculative_algorithm is None
+
+
+def test_speculation_added_above_sglangs_48_request_reset_keeps_the_running_slots() -> None:
+    # SGLang resets an unset --max-running-requests to 48 under EAGLE-family speculation; two TP8 replicas
+    # sent 256 clients hold 128 each, so without more slots 80 of them would queue behind the speculation.
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    dep = deployment(model, tp=8, replicas=2, quantization="fp8")
+    scen = scenario(model, "H200-SXM", 16, dep, clients=256)
+    [delta] = SPEC.propose(context(scen, baseline=measured(220.0)))
+    assert delta.set_server["max_running_requests"] == 128 and delta.summary.endswith("max-running-requests 128")
+    # At 25 clients the reset is no limit, and a server that sets its own slots keeps them.
+    assert "max_running_requests" not in SPEC.propose(context(scenario(model, "H200-SXM", 8, deployment(
+        model, tp=8, quantization="fp8"), clients=25)))[0].set_server
+    own = scenario(model, "H200-SXM", 16, deployment(model, tp=8, replicas=2, quantization="fp8",
+                                                     max_running_requests=96), clients=256)
+    assert "max_running_requests" not in SPEC.propose(context(own, baseline=measured(180.0)))[0].set_server
