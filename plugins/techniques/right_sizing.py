@@ -36,7 +36,8 @@ def _halved(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
     server = group.server
     if group.replicas > 1:
         replicas = group.replicas // 2
-        summary = f"{replicas} of {group.replicas} replicas (TP{server.tp_size}): {replicas * server.world_size} GPUs"
+        gpus = replicas * server.world_size
+        summary = f"{replicas} of {group.replicas} replicas (TP{server.tp_size}): {gpus} GPU{'' if gpus == 1 else 's'}"
         if replicas == 1 and deployment.router is not None:
             # One worker needs no router (and SGLang's power_of_two refuses one): it takes the router's port.
             alone = msgspec.structs.replace(group, replicas=1, base_port=deployment.router.port)
