@@ -14,12 +14,13 @@ from plugins.techniques.moe import MoeParallelism, PdDisaggregation
 from plugins.techniques.parallelism import Parallelism, RouterPolicy
 from plugins.techniques.quantization import Quantization
 from plugins.techniques.right_sizing import RightSizing, ScaleOut
+from plugins.techniques.scheduling import RadixCache, SchedulingLimits
 from plugins.techniques.speculative_decoding import SpeculativeDecoding
 from service import Technique, hookimpl
 
 TECHNIQUES: tuple[type[Technique], ...] = (
-    ModelSelection, Grammar, ScaleOut, Parallelism, ChunkedPrefill, RouterPolicy, PromptStructure, HiCache, Quantization,
-    BatchParameters, SpeculativeDecoding, MoeParallelism, PdDisaggregation, RightSizing,
+    ModelSelection, Grammar, ScaleOut, Parallelism, ChunkedPrefill, RadixCache, RouterPolicy, PromptStructure, HiCache,
+    Quantization, SchedulingLimits, BatchParameters, SpeculativeDecoding, MoeParallelism, PdDisaggregation, RightSizing,
 )
 
 
