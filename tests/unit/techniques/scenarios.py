@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import msgspec
 
 from service import (
@@ -24,6 +27,9 @@ from service import (
     WorkloadProfile,
     resolve_model,
 )
+from service.engine import TuningEngine, parts_from_host
+from service.plugin_host import PluginHost
+from service.scenario import load_scenario
 
 
 def deployment(model: str, *, tp: int = 1, replicas: int = 1, **server: object) -> Deployment:
@@ -59,3 +65,16 @@ def context(scen: Scenario, *, baseline: RoundResult | None = None, tried: list[
 def structured(scen: Scenario, *, dynamic: bool, schemas: int = 0, warmed: bool = False) -> Scenario:
     out = StructuredOutput(mode="json_schema", schemas=schemas, dynamic_schemas=dynamic, cache_warmed=warmed)
     return msgspec.structs.replace(scen, workload=msgspec.structs.replace(scen.workload, structured_output=out))
+
+
+def tune(path: Path, text: str, *techniques: str) -> TuningEngine:
+    """A whole `auto` job limited to `techniques`, on the scenario `text` written to `path`: simulated, seed 0,
+    one repeat a round, one round at a time."""
+    path.write_text(text)
+    scen = load_scenario(path)
+    host = PluginHost()
+    playbook = msgspec.structs.replace(host.get("playbook", "auto"), techniques=list(techniques))
+    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
+                          repeats=1, parallel=1)
+    asyncio.run(engine.run())
+    return engine

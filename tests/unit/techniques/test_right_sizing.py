@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-
-import msgspec
 
 from plugins.techniques.right_sizing import RightSizing, ScaleOut
 from service import SLO, Objective
-from service.engine import TuningEngine, parts_from_host
-from service.plugin_host import PluginHost
-from service.scenario import load_scenario
-from tests.unit.techniques.scenarios import context, deployment, measured, scenario
+from service.engine import TuningEngine
+from tests.unit.techniques.scenarios import context, deployment, measured, scenario, tune
 
 COST = Objective(kind="cost")
 
@@ -94,15 +89,7 @@ max_concurrency = 32
 
 
 def _tune(tmp_path: Path, itl: float) -> TuningEngine:
-    path = tmp_path / f"l40s-{itl:.0f}.toml"
-    path.write_text(SCENARIO.format(itl=itl))
-    scen = load_scenario(path)
-    host = PluginHost()
-    playbook = msgspec.structs.replace(host.get("playbook", "auto"), techniques=["right_sizing"])
-    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
-                          repeats=1, parallel=1)
-    asyncio.run(engine.run())
-    return engine
+    return tune(tmp_path / f"l40s-{itl:.0f}.toml", SCENARIO.format(itl=itl), "right_sizing")
 
 
 def test_a_simulated_job_ends_on_the_fewest_gpus_that_meet_the_slo(tmp_path: Path) -> None:
@@ -153,14 +140,7 @@ def test_scale_out_doubles_replicas_on_idle_gpus_only_while_a_target_is_missed()
 def test_a_simulated_job_scales_out_until_the_missed_target_is_met(tmp_path: Path) -> None:
     # Qwen3.6-27B for long reasoning outputs on TP2 of an 8-GPU A100 node: 64 clients queue on one instance
     # (p95 TTFT about 4.8 s against 3 s); two replicas share them and meet the target, and the walk stops.
-    path = tmp_path / "a100.toml"
-    path.write_text(A100)
-    scen = load_scenario(path)
-    host = PluginHost()
-    playbook = msgspec.structs.replace(host.get("playbook", "auto"), techniques=["scale_out"])
-    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
-                          repeats=1, parallel=1)
-    asyncio.run(engine.run())
+    engine = tune(tmp_path / "a100.toml", A100, "scale_out")
     base = engine.job.rounds[0].results[0].bench.p95_ttft_ms
     scaled = [r for r in engine.job.rounds if r.technique == "scale_out"]
     assert base > 3000 and len(scaled) == 1

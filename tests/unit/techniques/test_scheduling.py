@@ -8,17 +8,13 @@ point for diagnosis."
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import msgspec
 
 from plugins.techniques.scheduling import RadixCache, SchedulingLimits
 from service import SLO, Objective, ServerMetrics, WorkloadProfile
-from service.engine import TuningEngine, parts_from_host
-from service.plugin_host import PluginHost
-from service.scenario import load_scenario
-from tests.unit.techniques.scenarios import context, deployment, measured, scenario
+from tests.unit.techniques.scenarios import context, deployment, measured, scenario, tune
 
 MODEL = "Qwen/Qwen3.6-27B"
 
@@ -103,15 +99,7 @@ def test_the_cap_is_fixed_before_more_gpus_are_added(tmp_path: Path) -> None:
     # 48 clients on a server capped at 8 running requests miss the 2 s TTFT target by seconds, with four of
     # the node's eight GPUs idle. scale_out would spread the same capped queue over two servers; the cap is
     # the cause, so it is raised first, and with it the target is met on the same four GPUs.
-    path = tmp_path / "capped.toml"
-    path.write_text(SCENARIO)
-    scen = load_scenario(path)
-    host = PluginHost()
-    playbook = host.get("playbook", "auto")
-    playbook = msgspec.structs.replace(playbook, techniques=["scale_out", "scheduling_limits"])
-    engine = TuningEngine(parts_from_host(host, playbook, scen, runner="simulated"), playbook, scen, seed=0,
-                          repeats=1, parallel=1)
-    asyncio.run(engine.run())
+    engine = tune(tmp_path / "capped.toml", SCENARIO, "scale_out", "scheduling_limits")
     first = engine.job.rounds[1]
     assert engine.job.rounds[0].results[0].bench.p95_ttft_ms > 2000
     assert first.technique == "scheduling_limits" and first.decision is not None
