@@ -156,6 +156,9 @@ def check_draft(field: str, draft: str) -> list[ValidationIssue]:
     if bad is not None:
         return [ValidationIssue(field=field, message=f"{draft!r} contains {bad}",
                                 hint="a draft model is a Hugging Face id (org/name) or a folder path")]
+    if looks_like_flag(draft):
+        return [ValidationIssue(field=field, message=f"draft model {draft!r} starts with '-' and would be read as a flag",
+                                hint="give the Hugging Face id or the folder path itself")]
     if not draft.startswith(("/", "./", "~")) or (Path(draft).expanduser() / "config.json").is_file():
         return []
     return [ValidationIssue(field=field, message=f"draft model folder {draft!r} holds no config.json",

@@ -56,6 +56,8 @@ def test_the_scenarios_draft_is_used_and_a_missing_draft_folder_is_refused(tmp_p
     # A draft given as a folder must hold a config.json, as the model's folder must.
     missing = errors(check_scenario(_with_draft(base, f"{model}-eagle3")))
     assert [i.field for i in missing] == ["workload.speculative.draft_model"] and "config.json" in missing[0].message
+    flag = errors(check_scenario(_with_draft(base, "--trust-remote-code")))
+    assert [i.field for i in flag] == ["workload.speculative.draft_model"] and "flag" in flag[0].message
     local = _folder(tmp_path, "llama-8b-draft")
     assert not errors(check_scenario(_with_draft(base, local)))
     # The same check holds for a draft already on the server.
