@@ -98,9 +98,10 @@ def run(playbook_name: str, runner: str, prompts: int, repeats: int,
         "predicted_rounds": sum(1 for r in rounds if r.decision is not None and r.decision.figures.get("predicted")),
         "decisions": _decisions(rounds),
         "final": msgspec.to_builtins(outcome.final.deployment),
+        # Per screened round that was measured: the predicted figures' errors, and the predicted change's.
         "prediction_errors": [
-            {k.removeprefix("prediction_error_"): round(v, 3) for k, v in r.decision.figures.items()
-             if k.startswith("prediction_error_")}
+            {k.replace("prediction_error_", "").replace("change_error_", "change "): round(v, 3)
+             for k, v in r.decision.figures.items() if k.startswith(("prediction_error_", "change_error_"))}
             for r in rounds if r.decision is not None and any(k.startswith("prediction_error_")
                                                               for k in r.decision.figures)],
     }

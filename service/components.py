@@ -96,18 +96,20 @@ class RoundContext:
 
 @dataclass
 class MeasuredHere:
-    """What a runner measured for real in one job, in order; the calibration it fitted on them; and how far
-    its predictions were from the measurements that followed (relative errors, the largest figure's)."""
+    """What a runner measured for real in one job, in order; the calibration it fitted on them; and, for each
+    screened candidate that was then measured, its technique and how far its predicted change from the
+    baseline was from the measured change (the largest relative error of the compared figures)."""
 
     rounds: list[tuple[Scenario, RoundResult]] = field(default_factory=list)
     calibration: Calibration | None = None
-    prediction_errors: list[float] = field(default_factory=list)
+    prediction_errors: list[tuple[str, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """A runner's prediction of a round: one result per seed, and the relative error it is trusted to (the
-    calibration's fit and how far its earlier predictions were from the measurements that followed)."""
+    """A runner's prediction of a round: one result per seed, and the relative error it is trusted to (by the
+    calibration's fit; the engine widens it by how far the job's earlier predictions were from the
+    measurements that followed, `service.engine.screen.widened`)."""
 
     results: list[RoundResult]
     uncertainty: float

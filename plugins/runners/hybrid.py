@@ -9,10 +9,11 @@ measured and decided on measured figures, and each measured round's decision say
 was. Before its first measurement (the baseline) it predicts nothing, so everything is measured. A resumed
 job's runner is handed the rounds its journal kept (`RoundContext.measured`) and fits on them first.
 
-The uncertainty a prediction carries is the largest of the calibration's RMS error on the rounds it was
-fitted on, the largest error of this job's earlier predictions against the measurements that followed, and
-MIN_UNCERTAINTY; UNSEEN_LAYOUT_FACTOR times that for a candidate whose replicas are laid out as none of the
-measured rounds' (another TP, DP or EP size, or a PD split): the fit extrapolates there.
+The uncertainty a prediction carries is the larger of the calibration's RMS error on the rounds it was
+fitted on and MIN_UNCERTAINTY; UNSEEN_LAYOUT_FACTOR times that for a candidate whose replicas are laid out as
+none of the measured rounds' (another TP, DP or EP size, or a PD split): the fit extrapolates there. The
+engine widens it by how far the job's earlier predictions were from the measurements that followed
+(`service.engine.screen.widened`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ MIN_UNCERTAINTY = 0.05
 # A refit weighs the newest rounds measured in the job (each repeat is one round), at most this many.
 FIT_ROUNDS = 6
 REFIT_EVALUATIONS = 16
-COMPARED = ("output_throughput", "median_itl_ms", "p95_ttft_ms")
 SIMULATIONS_KEPT = 256
 # A fit on TP8 alone predicted TP2 x 4's throughput 16% high with 7.4% in-sample error (BENCHMARKS.md, "Real
 # rounds of the hybrid runner"): the cost-model gap it absorbs differs by layout.
@@ -85,7 +85,6 @@ class HybridRunner(Runner):
         """Measure for real, then recalibrate on every round measured in this job."""
         context = context or RoundContext()
         here = context.measured
-        before = await self._simulate(scenario, seed, context, here.calibration) if here.calibration else None
         measurer = self._measurer(context)
         result = await measurer.run_round(scenario, seed=seed, context=context)
         result.provenance.runner = self.name
@@ -95,8 +94,6 @@ class HybridRunner(Runner):
                                                          result.provenance.note]))
         if result.status is not RoundStatus.OK or result.bench.completed == 0:
             return result
-        if before is not None and before.status is RoundStatus.OK:
-            here.prediction_errors.append(_error(before, result))
         here.rounds.append((scenario, result))
         await self._refit(here, context)
         return result
@@ -119,7 +116,7 @@ class HybridRunner(Runner):
         if calibration is None:
             return None
         results = [await self._simulate(scenario, seed, context, calibration) for seed in seeds]
-        uncertainty = max([MIN_UNCERTAINTY, calibration.rms_error, *here.prediction_errors])
+        uncertainty = max(MIN_UNCERTAINTY, calibration.rms_error)
         plural = "round" if len(here.rounds) == 1 else "rounds"
         basis = f"calibrated on {len(here.rounds)} measured {plural} of this job [{calibration.id}]"
         if replica_layout(scenario) not in {replica_layout(s) for s, _ in here.rounds}:
@@ -168,11 +165,3 @@ def replica_layout(scenario: Scenario) -> str:
     which the simulator's router splits the load over."""
     groups = [msgspec.structs.replace(group, replicas=1) for group in scenario.deployment.groups]
     return layout_of(msgspec.structs.replace(scenario.deployment, groups=groups)).replace("1x ", "")
-
-
-def _error(predicted: RoundResult, measured: RoundResult) -> float:
-    """The largest relative error of a prediction on the figures a decision turns on."""
-    errors = [abs(getattr(predicted.bench, f) / getattr(measured.bench, f) - 1) for f in COMPARED
-              if getattr(measured.bench, f) > 0 and getattr(predicted.bench, f) > 0]
-    return max(errors, default=0.0)
-

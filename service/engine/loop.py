@@ -50,7 +50,7 @@ from service.engine.overrides import with_playbook_bench, with_playbook_quality
 from service.engine.parallel import Prefetch
 from service.engine.quality import check_quality, gate_required
 from service.engine.resume import remember_measured, resume_state
-from service.engine.screen import Screen, closed_by_prediction, with_prediction_error
+from service.engine.screen import Screen, change_error, closed_by_prediction, with_prediction_error
 from service.engine.slo import policy_slo_checks
 from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
 from service.engine.states import move_job, move_round
@@ -261,7 +261,7 @@ class TuningEngine(RoundMeasurer):
         fresh = [vet.candidate if (vet.candidate is not None and vet.closed is None and delta_key(delta) not in
                                    self.state.awaiting_decision and fingerprint(vet.candidate) not in self.state.measured)
                  else None for delta, vet in zip(deltas, vetted, strict=True)]
-        screens = await self.screen_group(fresh)  # a predicting runner's reading (service.engine.screen)
+        screens = await self.screen_group(fresh, [delta.technique for delta in deltas])  # a predicting runner's reading (service.engine.screen)
         top_k = min((s.prediction.measure_top_k for s in screens if s is not None), default=1)
         predicted = closed_by_prediction(screens, top_k)
         for i, candidate in enumerate(fresh):
@@ -332,7 +332,10 @@ class TuningEngine(RoundMeasurer):
         candidate, gate = vet.candidate, vet.gate
         results, decision = await self._results_and_decision(round_, candidate, waiting is not None)
         if screened is not None:
-            decision = with_prediction_error(decision, screened, results)
+            decision = with_prediction_error(decision, screened, results, self.state.baseline)
+            error, context = change_error(decision), self.parts.round_context
+            if error is not None and context is not None:
+                context.measured.prediction_errors.append((delta.technique, error))
         self.state.scenarios[round_.index] = candidate
         self.state.lineage[round_.index] = list(self.state.path)
         if gate is not None and decision.verdict.keeps_candidate():

@@ -16,6 +16,7 @@ from service.domain import Round, RoundState, RoundStatus, Scenario, Verdict
 from service.engine.beam import Line, branch_line, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta
+from service.engine.screen import change_error
 from service.engine.state import BASELINE_KEY, EngineState, fingerprint, round_key
 
 
@@ -126,7 +127,7 @@ def _replay_decision(state: EngineState, line: Line, round_: Round, candidate: S
 def remember_measured(here: MeasuredHere, state: EngineState, history: list[Round]) -> None:
     """Hand a runner that learns from the job's rounds (`hybrid`) what the job measured for real before its
     restart: every decided round's real results on the deployment it ran, in order, and how far each screened
-    round's prediction was from its measurement (the largest of its figures' errors)."""
+    round's predicted change was from the measured change (the largest of its figures' errors)."""
     here.rounds.clear()
     here.prediction_errors.clear()
     here.calibration = None
@@ -135,7 +136,6 @@ def remember_measured(here: MeasuredHere, state: EngineState, history: list[Roun
         if scenario is None or round_.state not in (RoundState.FINISHED, RoundState.FAILED):
             continue
         here.rounds.extend((scenario, r) for r in round_.results if r.status is RoundStatus.OK and r.bench.completed)
-        figures = round_.decision.figures if round_.decision is not None else {}
-        errors = [abs(v) for k, v in figures.items() if k.startswith("prediction_error_")]
-        if errors:
-            here.prediction_errors.append(max(errors))
+        error = change_error(round_.decision) if round_.decision is not None else None
+        if error is not None:
+            here.prediction_errors.append((round_.technique, error))

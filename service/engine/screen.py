@@ -15,12 +15,22 @@ judges the predicted candidate against the predicted baseline three times: as pr
   are closed as predicted, ranked below them;
 - every other candidate (its verdict within the uncertainty) is measured.
 
+The uncertainty is the runner's (how well its calibration fits what it measured, more for a layout it never
+measured), widened by how far the job's earlier predictions were from the measurements that followed, on the
+predicted change from the baseline, the quantity a screen's verdict rests on (`widened`): at least the
+median of those errors, and at least the largest one of the candidate's own technique. An error is the
+simulator misjudging one mechanism (EAGLE3's acceptance on this traffic, how a grammar compile queues); the
+measured round then joins the fit, and the same mechanism tried again carries its error, while another
+technique is priced at the job's typical error rather than at its worst.
+
 Every decision to keep a candidate is made on measured figures; a measured candidate's decision says how
 far its prediction was from the measurement.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +47,22 @@ LATENCIES = tuple(f"{stat}_{figure}_ms" for figure in ("e2e_latency", "ttft", "t
                   for stat in ("mean", "median", "p90", "p95", "p99")) + ("max_itl_ms",)
 # The figures a measured candidate's decision compares with its prediction.
 COMPARED = (("output_throughput", "output tok/s"), ("median_itl_ms", "median ITL"), ("p95_ttft_ms", "p95 TTFT"))
+MAX_UNCERTAINTY = 0.9  # a latency shifted by it stays positive
+
+
+def widened(prediction: Prediction, technique: str, errors: list[tuple[str, float]]) -> Prediction:
+    """`prediction` trusted no more than the job's earlier predictions earned: its uncertainty raised to the
+    median of `errors` (technique, change error) and to the largest error of `technique`'s own."""
+    if not errors:
+        return prediction
+    typical = statistics.median(e for _, e in errors)
+    own = max((e for t, e in errors if t == technique), default=0.0)
+    u = min(max(prediction.uncertainty, typical, own), MAX_UNCERTAINTY)
+    if u <= prediction.uncertainty:
+        return prediction
+    why = (f"{technique}'s earlier prediction in this job erred by {own:.0%}" if own >= typical else
+           f"the median error of this job's {len(errors)} earlier predictions is {typical:.0%}")
+    return dataclasses.replace(prediction, uncertainty=u, basis=f"{prediction.basis}; widened to ±{u:.0%}: {why}")
 
 
 def shifted(result: RoundResult, uncertainty: float, *, better: bool) -> RoundResult:
@@ -60,6 +86,7 @@ class Screen:
     """A candidate's prediction and the policy's three readings of it against the predicted baseline."""
 
     prediction: Prediction
+    baseline: Prediction  # the accepted baseline, predicted on the same seeds with the same calibration
     decision: Decision
     optimistic: Decision
     pessimistic: Decision
@@ -97,7 +124,7 @@ def screen(decide: Decide, baseline: Prediction, candidate: Prediction, slo: SLO
     u = candidate.uncertainty
     better = [shifted(r, u, better=True) for r in candidate.results]
     worse = [shifted(r, u, better=False) for r in candidate.results]
-    return Screen(prediction=candidate, decision=decide(baseline.results, candidate.results, slo, objective),
+    return Screen(prediction=candidate, baseline=baseline, decision=decide(baseline.results, candidate.results, slo, objective),
                   optimistic=decide(baseline.results, better, slo, objective),
                   pessimistic=decide(baseline.results, worse, slo, objective),
                   rank=_rank(candidate.results, slo, objective), rank_optimistic=_rank(better, slo, objective),
@@ -129,20 +156,40 @@ def closed_by_prediction(screens: list[Screen | None], top_k: int) -> dict[int, 
     return closed
 
 
-def with_prediction_error(decision: Decision, screen: Screen, measured: list[RoundResult]) -> Decision:
-    """A measured candidate's decision with how far its prediction was from the measurement."""
+def with_prediction_error(decision: Decision, screen: Screen, measured: list[RoundResult],
+                          baseline: list[RoundResult]) -> Decision:
+    """A measured candidate's decision with how far its prediction was from the measurement: on each compared
+    figure, the predicted value against the measured one (`prediction_error_*`), and the predicted change from
+    the baseline against the measured change (`change_error_*`: (predicted candidate / predicted baseline) /
+    (measured candidate / measured baseline) - 1), which is what the screen's verdict rests on."""
     if not measured:
         return decision
     # On the seeds predicted: a round the policy extended to more seeds is compared on its first ones.
-    truth = mean_result(measured[:len(screen.prediction.results)]).bench
+    seeds = len(screen.prediction.results)
+    truth = mean_result(measured[:seeds]).bench
     guess = mean_result(screen.prediction.results).bench
+    truth_base = mean_result(baseline[:seeds]).bench if len(baseline) >= seeds else None
+    guess_base = mean_result(screen.baseline.results).bench
     parts, figures = [], dict(decision.figures)
     for name, label in COMPARED:
         real, predicted = getattr(truth, name), getattr(guess, name)
         if real > 0 and predicted > 0:
             error = predicted / real - 1
-            parts.append(f"{label} {predicted:.4g} predicted, {real:.4g} measured ({error:+.1%})")
+            text = f"{label} {predicted:.4g} predicted, {real:.4g} measured ({error:+.1%}"
             figures[f"prediction_error_{name}"] = error
+            real_base = getattr(truth_base, name) if truth_base is not None else 0.0
+            predicted_base = getattr(guess_base, name)
+            if real_base > 0 and predicted_base > 0:
+                predicted_change, real_change = predicted / predicted_base - 1, real / real_base - 1
+                figures[f"change_error_{name}"] = (1 + predicted_change) / (1 + real_change) - 1
+                text += f"; change {predicted_change:+.1%} predicted, {real_change:+.1%} measured"
+            parts.append(text + ")")
     note = (f"measured: its predicted verdict ({screen.decision.verdict.value}) was within the prediction's "
             f"±{screen.prediction.uncertainty:.0%}; " + "; ".join(parts))
     return msgspec.structs.replace(decision, reasons=[*decision.reasons, note], figures=figures)
+
+
+def change_error(decision: Decision) -> float | None:
+    """The largest error of a measured round's predicted change on the compared figures (None: not screened)."""
+    errors = [abs(v) for k, v in decision.figures.items() if k.startswith("change_error_")]
+    return max(errors) if errors else None

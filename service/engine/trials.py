@@ -19,7 +19,7 @@ from service.components import Prediction
 from service.domain import Decision, JobState, Pattern, Round, RoundResult, RoundState, RoundStatus, Scenario, Verdict
 from service.engine.ending import Ending
 from service.engine.events import JobEvent
-from service.engine.screen import Screen, screen
+from service.engine.screen import Screen, screen, widened
 from service.engine.states import move_round
 
 if TYPE_CHECKING:
@@ -147,9 +147,10 @@ class RoundMeasurer:
         self.events.emit(self._job_event("round_finished", round_index=round_.index, technique=round_.technique,
                                          verdict=Verdict.ROLLBACK.value, message=round_.decision.reasons[0]))
 
-    async def screen_group(self, candidates: list[Scenario | None]) -> list[Screen | None]:
+    async def screen_group(self, candidates: list[Scenario | None], techniques: list[str]) -> list[Screen | None]:
         """The runner's predictions of a group's candidates against the accepted baseline on this job's seeds
-        (None for a candidate not to screen, and for all when the runner does not predict)."""
+        (None for a candidate not to screen, and for all when the runner does not predict), each trusted no
+        more than the job's earlier predictions of measured rounds earned (`screen.widened`)."""
         predict = getattr(self.parts.runner, "predict", None)  # a runner need not derive from `Runner`
         context = self.parts.round_context
         if predict is None or not any(c is not None for c in candidates):
@@ -158,11 +159,13 @@ class RoundMeasurer:
         baseline = await predict(self.state.accepted, seeds, context)
         if baseline is None or not _usable(baseline):
             return [None for _ in candidates]
+        errors = context.measured.prediction_errors if context is not None else []
         screens: list[Screen | None] = []
-        for candidate in candidates:
+        for candidate, technique in zip(candidates, techniques, strict=True):
             predicted = None if candidate is None else await predict(candidate, seeds, context)
             screens.append(None if predicted is None or not _usable(predicted) else screen(
-                self.parts.policy.decide, baseline, predicted, self.initial.slo, self.initial.objective))
+                self.parts.policy.decide, baseline, widened(predicted, technique, errors), self.initial.slo,
+                self.initial.objective))
         return screens
 
     # -- measuring ----------------------------------------------------------------------------------------
