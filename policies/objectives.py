@@ -53,6 +53,10 @@ def objective_change(objective: Objective, comparison: Comparison, changes: list
     return judge([change], comparison.settings)[0]
 
 
+# Objectives whose figure is output throughput (completion hours are tokens over throughput).
+THROUGHPUT_OBJECTIVES = ("throughput", "deadline")
+
+
 def pattern_verdict(pattern: Pattern, ev: Evaluation, slo: SLO, objective: Objective, settings: PolicySettings,
                     *, pessimistic: bool = False) -> tuple[Verdict, str]:
     """The casebook's next action for a pattern, as a verdict and the phrase that explains it.
@@ -99,7 +103,8 @@ def _trade_off(ev: Evaluation, slo: SLO, objective: Objective, settings: PolicyS
     further = _further_from_missed(ev)
     if further:
         return Verdict.ROLLBACK, f"rolled back: a trade-off that moves a missed target further away ({further})"
-    return _stability_tradeoff(ev.changes, slo, objective, settings, pessimistic=pessimistic)
+    return _stability_tradeoff(ev.changes, slo, objective, settings, pessimistic=pessimistic,
+                               base_checks=ev.base_checks)
 
 
 def _unlabelled_only(ev: Evaluation, slo: SLO, objective: Objective,
@@ -198,7 +203,7 @@ def _tail_only(changes: list[MetricChange], slo: SLO, objective: Objective) -> t
 
 
 def _stability_tradeoff(changes: list[MetricChange], slo: SLO, objective: Objective, settings: PolicySettings,
-                        *, pessimistic: bool) -> tuple[Verdict, str]:
+                        *, pessimistic: bool, base_checks: list[SLOCheck]) -> tuple[Verdict, str]:
     # Casebook: "Throughput down, tail latency down a lot: maintain if a latency SLO exists". Lost
     # throughput is paid for only by the tail the SLO or objective names: chunk 4096 (-63% p99 TTFT for
     # -3.6%) is kept, chunk 2048 (-2.3% p99 TTFT for -6.4%) is not, whatever the ITL tail did.
@@ -219,10 +224,26 @@ def _stability_tradeoff(changes: list[MetricChange], slo: SLO, objective: Object
         return Verdict.ROLLBACK, f"rolled back: the latency that fell ({fell}) is not one the SLO names"
     gain = max((abs(c.change) for c in paid), default=0.0)
     if gain >= settings.tail_tradeoff_change and gain > loss:
+        if objective.kind in THROUGHPUT_OBJECTIVES:
+            spare = _met_with_room(base_checks, {c.spec.key for c in paid}, settings.latency_slo_margin)
+            if spare:
+                return (Verdict.ROLLBACK, f"rolled back: the {objective.kind} objective comes first, and the "
+                        f"baseline already meets the latency the trade buys ({spare}), so {loss:.1%} less "
+                        "throughput pays for nothing the SLO asks")
         return Verdict.KEEP_TRADEOFF, "kept for the latency SLO"
     shown = ", ".join(describe(c) for c in changes if c.spec.key in named)
     return (Verdict.ROLLBACK, f"rolled back: too little gain on the latency the SLO names ({shown}) "
             f"for {loss:.1%} less throughput")
+
+
+def _met_with_room(base_checks: list[SLOCheck], keys: set[str], margin: float) -> str:
+    """The baseline's latency targets behind `keys`, when every one is met with `margin` to spare ("" when
+    one is missed, unreported or tight, so the trade is what the SLO needs)."""
+    behind = [c for c in base_checks if c.name in NAMED_FIGURES and keys & set(NAMED_FIGURES[c.name])]
+    if not behind or any(not c.met or c.actual is None or c.actual > c.target * (1.0 - margin) for c in behind):
+        return ""
+    return ", ".join(f"{check_text(c)}, {1.0 - c.actual / c.target:.0%} to spare" for c in behind
+                     if c.actual is not None)
 
 
 def objective_override(verdict: Verdict, objective: Objective,

@@ -21,7 +21,8 @@ class PolicySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         latency_slo_margin: Under the `latency` objective a p99 TTFT rise is kept only while every TTFT
             target keeps at least this fraction of itself to spare (0.05: p95 at most 950 ms for a 1 s
             target); a rise that leaves less eats the SLO margin (casebook: EAGLE3's +5% TTFT is kept
-            "as it's within the SLO margin").
+            "as it's within the SLO margin"). Under the `throughput` and `deadline` objectives, lost throughput
+            buys a latency figure only while the baseline meets its target with less than this to spare.
         alpha_improvement: Family-wise significance level (Holm) for calling a metric better.
         alpha_regression: Family-wise significance level (Holm) for calling a metric worse; looser than
             `alpha_improvement` because keeping a bad change costs more than missing a good one.

@@ -34,6 +34,30 @@ def test_the_throughput_objective_keeps_a_batch_effect_without_latency_slo():
     assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.KEEP_TRADEOFF)
 
 
+def test_the_throughput_objective_pays_for_a_latency_trade_only_when_the_slo_needs_it():
+    # TP4 -> TP2 x 2 on PCIe GPUs: the TTFT tail falls a lot for a proven throughput loss. With the baseline
+    # already inside its TTFT target by 40%, the throughput objective has nothing to buy with that loss.
+    baseline = [make_round(seed) for seed in (7, 17, 27)]
+    candidate = [make_round(seed + 1, decode_speed=0.9, tail_scale=0.1) for seed in (7, 17, 27)]
+    roomy = SLO(ttft_p95_ms=4000, itl_median_ms=50)
+    decision = CasebookPolicy().decide(baseline, candidate, roomy, Objective(kind="throughput"))
+    assert decision.pattern is Pattern.THROUGHPUT_DOWN_TAIL_DOWN
+    assert decision.figures["output_throughput.change"] < -0.05
+    assert decision.figures["slo.ttft_p95_ms.baseline_met"] == 1.0
+    assert decision.verdict is Verdict.ROLLBACK
+    assert "the throughput objective comes first" in decision.reasons[0]
+    assert "ttft_p95_ms 2417 (target 4000), 40% to spare" in decision.reasons[0]
+    # The latency objective wants that tail whatever the headroom (casebook case 1's chunk 4096).
+    latency = CasebookPolicy().decide(baseline, candidate, roomy, Objective(kind="latency"))
+    assert latency.verdict is Verdict.KEEP_TRADEOFF
+    # A baseline with under 5% to spare needs the trade: kept under the throughput objective too.
+    tight = SLO(ttft_p95_ms=decision.figures["slo.ttft_p95_ms.baseline"] / 0.97, itl_median_ms=50)
+    needed = CasebookPolicy().decide(baseline, candidate, tight, Objective(kind="throughput"))
+    assert needed.figures["slo.ttft_p95_ms.baseline_met"] == 1.0
+    assert (needed.pattern, needed.verdict) == (Pattern.THROUGHPUT_DOWN_TAIL_DOWN, Verdict.KEEP_TRADEOFF)
+    assert "kept for the latency SLO" in needed.reasons[0]
+
+
 def test_slo_only_follows_the_objective_figure_alone():
     policy = SLOOnlyPolicy()
     faster = policy.decide([make_round(1)], [make_round(2, decode_speed=1.3, ttft_scale=1.6)], SLO(),
