@@ -63,6 +63,10 @@ class Technique(ABC):
     # A diagnosis that must come before these techniques: when the engine chooses the order (a playbook with
     # `order = "casebook"`) and this technique applies, it runs before the first of them, whatever the ranks.
     diagnoses_before: ClassVar[tuple[str, ...]] = ()
+    # Earlier steps a kept change of this technique sends back to: when the engine chooses the order, each
+    # of them that measured a round on the line is tried again on the new deployment, right after this one
+    # (casebook case 1 re-cuts TP8 into replicas once EAGLE3 is on).
+    reopens: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def applicable(self, ctx: TuningContext) -> Applicability:

@@ -79,6 +79,10 @@ class SpeculativeDecoding(Technique):
     rank: ClassVar[int] = 7
     description: ClassVar[str] = ("Uses spare compute below the threshold batch size (case 1: +66%); near it the "
                                   "draft steals compute and it is removed (case 3: +20% without it).")
+    # Speculation multiplies the tokens of each decode step (the verify batch), so the all-reduce a TP rank
+    # pays per step and the memory-bound share of it change: TP against replicas is judged again on the
+    # deployment with EAGLE3 on (casebook case 1 splits TP8 after EAGLE3).
+    reopens: ClassVar[tuple[str, ...]] = ("parallelism",)
 
     def applicable(self, ctx: TuningContext) -> Applicability:
         """Judged on the concurrency each instance measured in the last accepted round (the client's when

@@ -8,8 +8,8 @@ from typing import Any, Literal
 import msgspec
 import structlog
 
-EventKind = Literal["job_started", "round_started", "round_finished", "step_skipped", "branch_started",
-                    "job_paused", "job_finished"]
+EventKind = Literal["job_started", "round_started", "round_finished", "step_skipped", "step_reopened",
+                    "branch_started", "job_paused", "job_finished"]
 
 log = structlog.get_logger(__name__)
 

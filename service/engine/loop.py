@@ -156,7 +156,14 @@ class TuningEngine(RoundMeasurer):
                 return
             name = self._diagnosis_for(pending[0], pending) or pending[0]
             pending.remove(name)
+            path = len(self.state.path)
             await self._run_step(name)
+            if len(self.state.path) > path:
+                again = self._reopened(name, pending)
+                for step in again:
+                    await self._event("step_reopened", technique=step,
+                                      message=f"{name} was kept: {step} is tried again on the new deployment")
+                pending[:0] = again
 
     def _next_branch(self) -> Line | None:
         """The best branch not yet walked, while the playbook's beam has room for another line."""
@@ -184,6 +191,15 @@ class TuningEngine(RoundMeasurer):
                 if technique.applicable(self._context(name)).applicable:
                     return name
         return None
+
+    def _reopened(self, name: str, pending: list[str]) -> list[str]:
+        """The earlier steps a kept change of `name` sends back to (`Technique.reopens`; casebook order only):
+        those that measured a round on this line and are not still to come."""
+        if self.playbook.order != "casebook":
+            return []  # a listed order is the playbook author's
+        measured = {r.technique for r in self.job.rounds if r.line == self.state.line and r.results}
+        return [s for s in self.parts.techniques[name].reopens
+                if s in self.parts.techniques and s in measured and s not in pending]
 
     def steps(self) -> list[str]:
         """Technique names in the order this playbook runs them."""

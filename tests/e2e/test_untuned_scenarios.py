@@ -25,6 +25,7 @@ from tests.e2e.untuned import (
     BF16_27B,
     FP8_CHECKED,
     HOST,
+    L40S_TP4,
     MOE_ONE_NODE,
     NEAR_THRESHOLD,
     NIGHTLY_MISS,
@@ -320,6 +321,31 @@ def test_an_moe_on_one_node_is_tuned_as_a_single_node_without_ep_or_pd() -> None
     assert all("cost per 1M output tokens -" in r.reasons[0] for r in sized)
     assert final.total_gpus() < 8 and outcome.report.slo.met
     assert outcome.report.job.state == "succeeded"
+
+
+# -- 16. TP4 over PCIe for throughput, then EAGLE3 --------------------------------------------------------------
+
+def test_a_throughput_job_buys_no_unneeded_tail_and_recuts_tp_once_eagle3_is_on() -> None:
+    outcome = job("l40s-tp4", auto(), build(L40S_TP4))
+    first, *again = rounds(outcome, "parallelism")
+    # At 64 streams the TP4 instance out-serves TP2 x 2 (its weights read by four GPUs a step): the split costs
+    # throughput for a TTFT tail the baseline already meets with room to spare. "Maintain if a latency SLO
+    # exists" buys the tail the SLO needs; the throughput objective does not pay for more.
+    assert first.figures["output_throughput.change"] < -0.05 and first.figures["p99_ttft_ms.change"] < -0.2
+    assert first.figures["slo.ttft_p95_ms.baseline_met"] == 1.0
+    assert first.verdict == "rollback" and "the throughput objective comes first" in first.reasons[0]
+    # EAGLE3 multiplies the tokens of each step, and with them the all-reduce TP4 pays over PCIe: once it is
+    # kept, TP against replicas is judged again on the new deployment (case 1 splits TP8 after EAGLE3), and
+    # the split now wins on throughput and every latency.
+    eagle = rounds(outcome, "speculative_decoding")[0]
+    assert eagle.verdict in KEPT and eagle.index < again[-1].index
+    resplit = again[-1]
+    assert resplit.delta.deployment.groups[0].server.speculative_algorithm == "EAGLE3"
+    assert resplit.verdict in KEPT and resplit.figures["output_throughput.change"] > 0.1
+    final = outcome.report.final.deployment
+    assert final.groups[0].replicas == 2 and final.groups[0].server.tp_size == 2
+    assert final.groups[0].server.speculative_algorithm == "EAGLE3"
+    assert outcome.report.slo.met and outcome.report.job.state == "succeeded"
 
 
 # -- 13. bad inputs refused before any round -----------------------------------------------------------------------

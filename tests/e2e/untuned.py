@@ -126,6 +126,9 @@ POLICY_QA = {"name": "policy-qa", "input": {"median": 12300, "p95": 13500}, "out
 CODING_90 = {"name": "coding", "input": {"median": 2100, "p95": 6000}, "output": {"median": 400, "p95": 1200},
              "prefix_sharing_rate": 0.35, "peak_concurrency": 90, "prefix": {"system_prompt_tokens": 3000},
              "speculative": {"draft_acceptance": 0.78}}
+# A chat service at 64 concurrent streams under a shared 400-token system prompt, served for throughput.
+CHAT_64 = {"name": "chat-64", "input": {"median": 800, "p95": 2400}, "output": {"median": 200, "p95": 500},
+           "peak_concurrency": 64, "prefix": {"system_prompt_tokens": 400}}
 # A nightly classification run: 20 million tickets, 3e9 output tokens, in an 8-hour window.
 TICKETS = {"name": "nightly-tickets", "input": {"median": 1200, "p95": 2000},
            "output": {"median": 150, "p95": 190, "maximum": 200}, "peak_concurrency": 128,
@@ -164,6 +167,9 @@ NO_FIT = scenario_data("chat-27b-one-l40s", model="Qwen/Qwen3.6-27B", gpu="L40S"
 NO_START = scenario_data("chat-27b-l40s-no-headroom", model="Qwen/Qwen3.6-27B", gpu="L40S", gpus=2, tp=2,
                          server={"mem-fraction-static": 0.97, "chunked-prefill-size": 32768},
                          workload={**CHAT, "peak_concurrency": 16}, slo={"ttft_p95_ms": 2000})
+# Four L40S (PCIe, no NVLink) as one TP4 instance, for throughput within a roomy latency SLO.
+L40S_TP4 = scenario_data("chat-9b-l40s-tp4", model="Qwen/Qwen3.6-9B", gpu="L40S", gpus=4, tp=4, workload=CHAT_64,
+                         slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
 NIGHTLY_MISS = scenario_data("tickets-9b-h100-8h", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=2, tp=2,
                              server=FP8, workload=TICKETS, objective="deadline",
                              slo={"deadline_hours": 8, "deadline_output_tokens": 3.0e9},
