@@ -97,7 +97,9 @@ def run(playbook_name: str, runner: str, prompts: int, repeats: int,
         "benchmark_runs": sum(len(_real(r.results)) for r in rounds),
         "predicted_rounds": sum(1 for r in rounds if r.decision is not None and r.decision.figures.get("predicted")),
         "decisions": _decisions(rounds),
-        "final": msgspec.to_builtins(outcome.final.deployment),
+        # What the job ends on: the model, the deployment and the workload (a prompt re-ordering changes only it).
+        "final": msgspec.to_builtins({"model": outcome.final.model, "deployment": outcome.final.deployment,
+                                      "workload": outcome.final.workload}),
         # Per screened round that was measured: the predicted figures' errors, and the predicted change's.
         "prediction_errors": [
             {k.replace("prediction_error_", "").replace("change_error_", "change "): round(v, 3)
