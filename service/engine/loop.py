@@ -140,8 +140,8 @@ class TuningEngine(RoundMeasurer):
             return None
         # The line being walked first: the main line, or on a resume the branch the job was on.
         line = self.state.line
-        await self._walk_line(self.steps() if line is None else
-                              self.state.snapshot().pending(self.steps(), self.job.rounds[line].technique))
+        await self._walk_line(self._resumed_steps(
+            self.steps() if line is None else self.state.snapshot().pending(self.steps(), self.job.rounds[line].technique)))
         while self._stop_reason() is None:
             offer = self._next_branch()
             if offer is None:
@@ -192,6 +192,38 @@ class TuningEngine(RoundMeasurer):
                     return name
         return None
 
+    def _resumed_steps(self, steps: list[str]) -> list[str]:
+        """The steps the line being walked still runs, given the rounds it already has (a resumed job): the
+        technique of its last round first (it may have candidates left), then the steps a change kept on the
+        line reopened and that have not run since, then the steps without a round on it. A new line has none,
+        and runs `steps` as they are."""
+        rounds = [r for r in self.job.rounds if r.line == self.state.line and r.delta is not None]
+        if not rounds:
+            return steps
+        last = rounds[-1].technique
+        owed = [s for s in self._owed_reopens(rounds) if s != last]
+        ran = {r.technique for r in rounds}
+        return [last, *owed, *(s for s in steps if s not in ran and s not in owed and s != last)]
+
+    def _owed_reopens(self, rounds: list[Round]) -> list[str]:
+        """Steps a change kept among `rounds` (the line's, in order) reopened and that have no round after it."""
+        if self.playbook.order != "casebook":
+            return []
+        owed: list[str] = []
+        for i, kept in enumerate(rounds):
+            if kept.index not in self.state.path or kept.technique not in self.parts.techniques:
+                continue
+            for step in self.parts.techniques[kept.technique].reopens:
+                before = any(r.technique == step and r.results for r in rounds[:i])
+                since = any(r.technique == step for r in rounds[i + 1:])
+                if before and not since and step in self.parts.techniques and step not in owed:
+                    owed.append(step)
+        return owed
+
+    def _ran_on_line(self, name: str) -> bool:
+        """Whether `name` has a round on the line being walked."""
+        return any(r.technique == name and r.line == self.state.line and r.delta is not None for r in self.job.rounds)
+
     def _reopened(self, name: str, pending: list[str]) -> list[str]:
         """The earlier steps a kept change of `name` sends back to (`Technique.reopens`; casebook order only):
         those that measured a round on this line and are not still to come."""
@@ -236,13 +268,16 @@ class TuningEngine(RoundMeasurer):
             blocked = self._blocked(technique)
             ctx = self._context(name)
             applicability = technique.applicable(ctx) if blocked is None else None
+            # After its own rounds (in this walk, or before a restart), a technique that no longer applies or
+            # has nothing left to try is simply done.
+            done = ran > 0 or self._ran_on_line(name)
             if blocked is not None or (applicability is not None and not applicability.applicable):
-                if ran == 0:  # after its own rounds, a technique that no longer applies is simply done
+                if not done:
                     await self._skip(name, blocked or (applicability.reason if applicability else ""))
                 return
             candidates = [d for d in technique.propose(ctx) if delta_key(d) not in self.state.tried]
             if not candidates:
-                if ran == 0:
+                if not done:
                     await self._skip(name, "applicable, but every candidate it proposes was already tried")
                 return
             group = candidates[:1] if technique.stepwise else candidates
