@@ -55,6 +55,7 @@ from service.engine.slo import policy_slo_checks
 from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
 from service.engine.states import move_job, move_round
 from service.engine.trials import MAX_REPEAT_FACTOR, JournalFailed, RoundMeasurer, Stopped
+from service.engine.walk import resumed_steps
 
 # Casebook: "a round whose measurement failed" never counts; after this many in a row the job fails.
 MAX_CONSECUTIVE_ERRORS = 4
@@ -193,32 +194,10 @@ class TuningEngine(RoundMeasurer):
         return None
 
     def _resumed_steps(self, steps: list[str]) -> list[str]:
-        """The steps the line being walked still runs, given the rounds it already has (a resumed job): the
-        technique of its last round first (it may have candidates left), then the steps a change kept on the
-        line reopened and that have not run since, then the steps without a round on it. A new line has none,
-        and runs `steps` as they are."""
-        rounds = [r for r in self.job.rounds if r.line == self.state.line and r.delta is not None]
-        if not rounds:
-            return steps
-        last = rounds[-1].technique
-        owed = [s for s in self._owed_reopens(rounds) if s != last]
-        ran = {r.technique for r in rounds}
-        return [last, *owed, *(s for s in steps if s not in ran and s not in owed and s != last)]
-
-    def _owed_reopens(self, rounds: list[Round]) -> list[str]:
-        """Steps a change kept among `rounds` (the line's, in order) reopened and that have no round after it."""
-        if self.playbook.order != "casebook":
-            return []
-        owed: list[str] = []
-        for i, kept in enumerate(rounds):
-            if kept.index not in self.state.path or kept.technique not in self.parts.techniques:
-                continue
-            for step in self.parts.techniques[kept.technique].reopens:
-                before = any(r.technique == step and r.results for r in rounds[:i])
-                since = any(r.technique == step for r in rounds[i + 1:])
-                if before and not since and step in self.parts.techniques and step not in owed:
-                    owed.append(step)
-        return owed
+        """The steps the line being walked still runs, given the rounds it already has (`resumed_steps`)."""
+        reopens = ({n: t.reopens for n, t in self.parts.techniques.items()}
+                   if self.playbook.order == "casebook" else {})
+        return resumed_steps(self.job.rounds, self.state.line, self.state.path, steps, reopens)
 
     def _ran_on_line(self, name: str) -> bool:
         """Whether `name` has a round on the line being walked."""
