@@ -57,6 +57,7 @@ from service.domain.tuning import (
     Pattern,
     Round,
     RoundState,
+    SkippedStep,
     SLOCheck,
     Verdict,
 )
@@ -77,7 +78,7 @@ __all__ = [
     "GOODPUT_METRICS", "MaxLoadSearch", "goodput", "goodput_slos",
     "DEFAULT_SGLANG_VERSION", "GPU_CATALOGUE", "SLO", "QualityResult", "Scenario", "Architecture", "AttentionKind", "BenchFigures", "BenchSpec", "ConfigDelta",
     "TRACE_BLOCK_TOKENS", "TraceRecord", "TraceSpec",
-    "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState",
+    "Decision", "Deployment", "DocumentSet", "FlagValue", "GpuSpec", "Hardware", "Job", "JobState", "SkippedStep",
     "LengthDist", "MeasuredProfile", "ModelSpec", "Objective", "Pattern", "PlacedWorker", "PrefixStructure",
     "PlacementRecord", "ProcessRecord", "Provenance",
     "RequestSamples", "Round", "RoundResult", "RoundState", "RoundStatus",

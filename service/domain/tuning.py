@@ -143,6 +143,15 @@ class JobState(StrEnum):
         return self in (JobState.SUCCEEDED, JobState.SLO_NOT_MET, JobState.FAILED, JobState.CANCELLED)
 
 
+class SkippedStep(msgspec.Struct, frozen=True, kw_only=True):
+    """A playbook step that ran no round on a search line, with the casebook rule that said so."""
+
+    technique: str
+    reason: str
+    # The branch's root round when it was skipped on a branch (its reason then says so); None: the main line.
+    line: int | None = None
+
+
 class Job(msgspec.Struct, kw_only=True):
     """A tuning job: a playbook applied to a scenario on a runner."""
 
@@ -160,3 +169,5 @@ class Job(msgspec.Struct, kw_only=True):
     repeats: int | None = None
     # The stored calibrations when the job started: simulated rounds apply the one that matches.
     calibrations: list[Calibration] = msgspec.field(default_factory=list)
+    # The steps the journal says were skipped before a restart: a resumed job does not judge them again.
+    skipped: list[SkippedStep] = msgspec.field(default_factory=list)

@@ -5,6 +5,7 @@ Adapters (CLI, API, MCP, workers) build an `EngineParts` from a plugin host with
 `TuningReport` it hands back with `render_markdown` or `render_html`.
 """
 
+from service.domain import SkippedStep
 from service.engine.budget import Budget
 from service.engine.charts import ReportCharts, build_charts, replayed_charts
 from service.engine.delta import DeltaError, apply_delta, delta_key
@@ -20,7 +21,6 @@ from service.engine.render import render_html, render_markdown, shell_line
 from service.engine.report import TuningReport, load_report, progress_report, report_json
 from service.engine.setup import DEFAULT_POLICY, DEFAULT_RUNNER, parts_from_host, round_context, run_playbook
 from service.engine.slo import slo_checks
-from service.engine.state import SkippedStep
 
 
 def report_markdown(outcome: TuningOutcome) -> str:

@@ -26,6 +26,8 @@ class JobEvent(msgspec.Struct, frozen=True, kw_only=True):
     message: str = ""
     rounds_done: int = 0
     rounds_budget: int = 0
+    # step_skipped on a branch: the branch's root round (None on the main line).
+    line: int | None = None
 
 
 EventCallback = Callable[[JobEvent], None]

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import msgspec
 
-from service.domain import Round
+from service.domain import Round, SkippedStep
 from service.engine.events import JobEvent
 
 
@@ -39,19 +39,37 @@ class MemoryJournal:
         self.rounds: dict[int, Round] = {}
         self.entries: list[Round] = []
         self.events: list[JobEvent] = []
+        self.log: list[Round | JobEvent] = []  # rounds and events in the order they were written
 
     async def record_round(self, round_: Round, /) -> None:
         """Keep a snapshot (the engine goes on changing its own copy)."""
         snapshot = msgspec.structs.replace(round_)
         self.rounds[round_.index] = snapshot
         self.entries.append(snapshot)
+        self.log.append(snapshot)
 
     async def record_event(self, event: JobEvent, /) -> None:
         self.events.append(event)
+        self.log.append(event)
 
-    def history(self) -> list[Round]:
-        """The rounds as a resumed job reads them back, in index order."""
-        return [self.rounds[i] for i in sorted(self.rounds)]
+    def history(self, before_round: int | None = None) -> list[Round]:
+        """The rounds as a resumed job reads them back, in index order; with `before_round`, as the journal
+        stood just before that round was first written (a restart at that moment)."""
+        rounds: dict[int, Round] = {}
+        for entry in self._until(before_round):
+            if isinstance(entry, Round):
+                rounds[entry.index] = entry
+        return [rounds[i] for i in sorted(rounds)]
+
+    def skipped(self, before_round: int | None = None) -> list[SkippedStep]:
+        """The steps recorded as skipped, in order; with `before_round`, those recorded before it was first written."""
+        return [SkippedStep(technique=e.technique or "", reason=e.message, line=e.line)
+                for e in self._until(before_round) if isinstance(e, JobEvent) and e.kind == "step_skipped"]
+
+    def _until(self, before_round: int | None) -> list[Round | JobEvent]:
+        first = next((i for i, e in enumerate(self.log) if isinstance(e, Round) and e.index == before_round),
+                     len(self.log))
+        return self.log[:first]
 
 
 class NullJournal:

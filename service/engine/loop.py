@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from service.domain import (
     RoundResult,
     RoundState,
     Scenario,
+    SkippedStep,
     Verdict,
     resolve_model,
 )
@@ -52,7 +53,7 @@ from service.engine.quality import check_quality, gate_required
 from service.engine.resume import remember_measured, resume_state
 from service.engine.screen import Screen, change_error, closed_by_prediction, with_prediction_error
 from service.engine.slo import policy_slo_checks
-from service.engine.state import BASELINE_KEY, EngineState, SkippedStep, fingerprint, round_key
+from service.engine.state import BASELINE_KEY, EngineState, branch_prefix, fingerprint, round_key
 from service.engine.states import move_job, move_round
 from service.engine.trials import MAX_REPEAT_FACTOR, JournalFailed, RoundMeasurer, Stopped
 from service.engine.walk import resumed_steps
@@ -125,10 +126,12 @@ class TuningEngine(RoundMeasurer):
             await self.prefetch.drain()  # nothing measured ahead outlives the job
         return await self._finish(ending)
 
-    async def resume(self, history: list[Round]) -> TuningOutcome:
-        """Continue a job after the rounds its journal kept: nothing decided is measured or decided again."""
+    async def resume(self, history: list[Round], skipped: Sequence[SkippedStep] = ()) -> TuningOutcome:
+        """Continue a job after the rounds its journal kept and the steps it recorded as skipped: nothing
+        decided is measured, decided or judged again."""
         self.budget = Budget(max_rounds=self.playbook.max_rounds, max_gpu_minutes=self.playbook.max_gpu_minutes)
         self.state = resume_state(self.initial, history, self.budget)
+        self.state.skipped = list(skipped)
         self.job.rounds = sorted(history, key=lambda r: r.index)
         if self.parts.round_context is not None:  # a runner that learns from the job's rounds learns them again
             remember_measured(self.parts.round_context.measured, self.state, history)
@@ -152,6 +155,9 @@ class TuningEngine(RoundMeasurer):
         return None
 
     async def _walk_line(self, pending: list[str]) -> None:
+        # A step skipped on this line is passed (a resumed line's journal may hold some): never judged again.
+        passed = {s.technique for s in self.state.skipped if s.line == self.state.line}
+        pending = [s for s in pending if s not in passed]
         while pending:
             if self._stop_reason() is not None:
                 return
@@ -273,12 +279,12 @@ class TuningEngine(RoundMeasurer):
         return None
 
     async def _skip(self, name: str, reason: str) -> None:
-        if self.state.line is not None:
-            if any(s.technique == name and s.reason == reason for s in self.state.skipped):
-                return  # the main line already said so
-            reason = f"on the branch from round {self.state.line}: {reason}"
-        self.state.skipped.append(SkippedStep(technique=name, reason=reason))
-        await self._event("step_skipped", technique=name, message=reason)
+        """Record and journal that `name` runs no round on this line (a resumed line does not judge it again);
+        the report says once a branch's skip for the main line's reason (`shown_skips`)."""
+        line = self.state.line
+        step = SkippedStep(technique=name, reason=reason if line is None else branch_prefix(line) + reason, line=line)
+        self.state.skipped.append(step)
+        await self._event("step_skipped", technique=name, message=step.reason, line=line)
 
     async def _try_group(self, deltas: list[ConfigDelta]) -> None:
         """Run each alternative against the same accepted baseline; adopt the best one the policy kept.

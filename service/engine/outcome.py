@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.domain import SLO, Job, Objective, RoundResult, Scenario, SLOCheck, completion_hours
+from service.domain import SLO, Job, Objective, RoundResult, Scenario, SkippedStep, SLOCheck, completion_hours
 from service.engine.budget import Budget
 from service.engine.launch import LaunchCommand, render_launch
 from service.engine.report import TuningReport
-from service.engine.state import EngineState, SkippedStep
+from service.engine.state import EngineState, shown_skips
 from service.engine.summary import FinalParts, on_path, summarise
 
 
@@ -52,7 +52,7 @@ def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budge
                        router_command=router, artifacts=artifacts, launch_refused=refused)
     report = summarise(job, initial, parts, state, budget, checks, seed=seed)
     return TuningOutcome(job=job, initial=initial, final=final, final_results=parts.results,
-                         skipped=list(state.skipped), budget=budget, slo_checks=checks, report=report,
+                         skipped=shown_skips(state.skipped), budget=budget, slo_checks=checks, report=report,
                          launch_commands=workers, router_command=router, artifacts=artifacts,
                          accepted=list(state.kept), launch_refused=refused)
 

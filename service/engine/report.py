@@ -13,11 +13,20 @@ from typing import Any
 
 import msgspec
 
-from service.domain import ConfigDelta, Deployment, Job, Round, RoundResult, RoundState, RoundStatus, SLOCheck
+from service.domain import (
+    ConfigDelta,
+    Deployment,
+    Job,
+    Round,
+    RoundResult,
+    RoundState,
+    RoundStatus,
+    SkippedStep,
+    SLOCheck,
+)
 from service.engine.charts import ReportCharts
 from service.engine.launch import LaunchCommand
 from service.engine.measure import mean_result
-from service.engine.state import SkippedStep
 
 REPORT_FORMAT = 2
 

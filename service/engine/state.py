@@ -1,7 +1,7 @@
 """What the engine knows mid-job: the accepted deployment, its baseline figures, and what was already tried.
 
-It is rebuilt from the journal's rounds when a job resumes (`service.engine.resume`), so everything here
-must follow from the rounds alone.
+It is rebuilt from the journal when a job resumes (`service.engine.resume`), so everything here must follow
+from the journal's rounds and the steps it recorded as skipped.
 """
 
 from __future__ import annotations
@@ -10,18 +10,23 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from service.domain import Round, RoundResult, Scenario
+from service.domain import Round, RoundResult, Scenario, SkippedStep
 from service.engine.beam import Line
 from service.engine.delta import delta_key
 
 BASELINE_KEY = "technique:baseline"
 
 
-class SkippedStep(msgspec.Struct, frozen=True, kw_only=True):
-    """A playbook step that ran no round, with the casebook rule that said so."""
+def branch_prefix(line: int) -> str:
+    """What a skip reason on the branch from round `line` starts with."""
+    return f"on the branch from round {line}: "
 
-    technique: str
-    reason: str
+
+def shown_skips(skipped: list[SkippedStep]) -> list[SkippedStep]:
+    """The skipped steps a report lists: a branch's skip for the reason the main line gave is said once."""
+    main = {(s.technique, s.reason) for s in skipped if s.line is None}
+    return [s for s in skipped
+            if s.line is None or (s.technique, s.reason.removeprefix(branch_prefix(s.line))) not in main]
 
 
 @dataclass

@@ -11,7 +11,7 @@ from service.engine.ending import capacity_needed
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
 from service.engine.slo import UNITS
-from service.engine.state import EngineState
+from service.engine.state import EngineState, shown_skips
 
 
 @dataclass
@@ -40,7 +40,7 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                              launch_commands=final.launch_commands, router_command=final.router_command,
                              bench={"max_concurrency": final.scenario.bench.max_concurrency},
                              artifacts=final.artifacts, launch_refused=final.launch_refused)
-    return TuningReport(job=head, rounds=[report_round(r) for r in job.rounds], skipped=list(state.skipped),
+    return TuningReport(job=head, rounds=[report_round(r) for r in job.rounds], skipped=shown_skips(state.skipped),
                         final=deployment if state.baseline_measured else None,
                         # A job that measured nothing has no SLO standing at all.
                         slo=ReportSLO(met=met, checks=checks) if state.baseline_measured else None,

@@ -76,6 +76,14 @@ class RoundQueries(StoreCore):
             return [event_from_row(row) for row in rows]
         return await self._read(work)
 
+    async def events_of_kind(self, job_id: str, kind: str) -> list[EventRecord]:
+        """Every event of one kind a job recorded, oldest first (a resumed job reads its skipped steps)."""
+        async def work(conn: AsyncConnection) -> list[EventRecord]:
+            rows = (await conn.execute(select(t.events).where(t.events.c.job_id == job_id, t.events.c.kind == kind)
+                                       .order_by(t.events.c.id))).all()
+            return [event_from_row(row) for row in rows]
+        return await self._read(work)
+
     async def _append_event(self, conn: AsyncConnection, job_id: str, kind: str, body: dict[str, Any]) -> int:
         result = await conn.execute(insert(t.events).values(
             job_id=job_id, kind=kind, body=dumps(body), created_at=self.clock()).returning(t.events.c.id))

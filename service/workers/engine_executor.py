@@ -41,7 +41,7 @@ def build_engine(plugins: PluginHost, job: Job, journal: RoundJournal) -> Tuning
 
 async def run_job(engine: TuningEngine, job: Job) -> TuningReport:
     """Run or resume `job` on `engine` and hand back its report."""
-    outcome = await (engine.resume(job.rounds) if job.rounds else engine.run())
+    outcome = await (engine.resume(job.rounds, job.skipped) if job.rounds else engine.run())
     return outcome.report
 
 

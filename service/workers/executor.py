@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from service.domain import Job, JobState, Round, Scenario
+from service.domain import Job, JobState, Round, Scenario, SkippedStep
 from service.engine import JobEvent, RoundJournal, TuningReport
-from service.store import JobRecord, Store
+from service.store import EventRecord, JobRecord, Store
 
 # Job events the store writes itself (`finish_job`, `release_job`): the journal does not write them twice.
 _STORE_WRITES = frozenset({"job_started", "job_finished", "round_started", "round_finished", "round_measured"})
@@ -56,14 +56,23 @@ class StoreJournal:
             body["technique"] = event.technique
         if event.round_index is not None:
             body["round"] = event.round_index
+        if event.line is not None:
+            body["line"] = event.line
         await self.store.record_event(self.job_id, self.owner, event.kind, body)
 
 
-def to_domain_job(record: JobRecord, rounds: list[Round]) -> Job:
-    """The domain `Job` an executor runs: the request's scenario decoded, committed rounds attached."""
+def skipped_steps(events: list[EventRecord]) -> list[SkippedStep]:
+    """The steps a job's journal recorded as skipped (its `step_skipped` events), in order."""
+    return [SkippedStep(technique=str(e.body.get("technique", "")), reason=str(e.body.get("message", "")),
+                        line=e.body.get("line")) for e in events if e.kind == "step_skipped"]
+
+
+def to_domain_job(record: JobRecord, rounds: list[Round], skipped: list[SkippedStep] | None = None) -> Job:
+    """The domain `Job` an executor runs: the request's scenario decoded, committed rounds and the steps
+    recorded as skipped attached."""
     raw_scenario = record.request.get("scenario")
     scenario = None if raw_scenario is None else msgspec.convert(raw_scenario, Scenario)
     return Job(id=record.id, playbook=record.playbook, runner=record.runner, state=JobState.RUNNING,
                scenario=scenario, rounds=rounds, created_at=datetime.fromtimestamp(record.created_at, UTC),
                kind="round" if record.kind == "round" else "tune", seed=int(record.request.get("seed") or 0),
-               repeats=record.request.get("repeats"))
+               repeats=record.request.get("repeats"), skipped=list(skipped or []))

@@ -24,7 +24,7 @@ from service.engine import JobEvent, TuningReport, progress_report
 from service.logs import get_logger
 from service.store import JobRecord, LeaseLostError, Store
 from service.workers.bell import EventBell
-from service.workers.executor import JobExecutor, StoreJournal, to_domain_job
+from service.workers.executor import JobExecutor, StoreJournal, skipped_steps, to_domain_job
 from service.workers.metrics import ServiceMetrics
 
 log = get_logger(__name__)
@@ -154,7 +154,8 @@ class JobWorkers:
 
         journal = _GuardedJournal(StoreJournal(self.store, record.id, self.owner, on_round=committed), self,
                                   record.id)
-        job = to_domain_job(record, rounds)
+        skipped = skipped_steps(await self.store.events_of_kind(record.id, "step_skipped")) if rounds else []
+        job = to_domain_job(record, rounds, skipped)
         job.calibrations = await self.store.list_calibrations()
         return await self.executor.run(job, journal)
 

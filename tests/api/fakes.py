@@ -60,9 +60,11 @@ class FakeExecutor:
     round_seconds: float = 0.02
     fail: bool = False
     started: list[str] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)  # each job as the executor was handed it
 
     async def run(self, job: Job, journal: RoundJournal) -> TuningReport:
         self.started.append(job.id)
+        self.jobs.append(job)
         ran = {r.index: r for r in job.rounds}
 
         async def on_round(round_: Round) -> None:

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.domain import JobState, Round, RoundState
+from service.domain import JobState, Round, RoundState, SkippedStep
+from service.engine import JobEvent
 from service.store import NewJob, Store
+from service.workers.executor import StoreJournal
 from service.workers.pool import JobWorkers, WorkerSettings
 from service.workers.thread_loop import run_on_own_loop
 from tests.api.fakes import FakeExecutor
@@ -47,6 +49,30 @@ async def test_a_dead_workers_job_resumes_after_its_last_committed_round(store: 
     assert rounds[0] == finished  # committed rounds are kept exactly
     assert (await store.get_job(job.id)).attempt == 2
     assert workers.metrics.reaped._value.get() == 1
+
+
+async def test_a_resumed_job_is_handed_the_steps_its_journal_recorded_as_skipped(store: Store) -> None:
+    job, _ = await store.create_job(NewJob(playbook="coding-assistant", runner="simulator", request={}))
+    await store.claim_job("dead-worker", 0.05)
+    journal = StoreJournal(store, job.id, "dead-worker")
+    await journal.record_round(Round(index=0, technique="baseline", delta=None, state=RoundState.FINISHED,
+                                     finished_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    main = JobEvent(kind="step_skipped", job_id=job.id, technique="grammar", message="no structured output")
+    branch = JobEvent(kind="step_skipped", job_id=job.id, technique="hicache", line=3,
+                      message="on the branch from round 3: below break-even")
+    for event in (main, branch):
+        await journal.record_event(event)
+    await asyncio.sleep(0.1)  # the dead worker's lease runs out
+    executor = FakeExecutor(rounds=2)
+    workers = JobWorkers(store, executor, settings=FAST)
+    await workers.start()
+    try:
+        await _until(lambda: _state_is(store, job.id, JobState.SUCCEEDED))
+    finally:
+        await workers.stop()
+    assert executor.jobs[-1].skipped == [
+        SkippedStep(technique="grammar", reason="no structured output"),
+        SkippedStep(technique="hicache", reason="on the branch from round 3: below break-even", line=3)]
 
 
 async def test_stopping_hands_running_jobs_back_to_the_queue(store: Store) -> None:

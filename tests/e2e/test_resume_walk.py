@@ -1,21 +1,23 @@
-"""A resumed `auto` job walks on as the uninterrupted one did: the same rounds, decisions and final deployment,
-whether it stopped in a technique's sweep or right after a kept change that reopens an earlier step."""
+"""A resumed `auto` job walks on as the uninterrupted one did: the same rounds, decisions, skipped steps and final
+deployment, whether it stopped in a technique's sweep, right after a kept change that reopens an earlier step,
+or after a kept change that would make a step skipped before it apply."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import pytest
 
 from service.engine import MemoryJournal, TuningEngine, TuningOutcome, parts_from_host
-from tests.e2e.untuned import HOST, L40S_TP4, auto, build
+from tests.e2e.untuned import GLM_AIR_B200, HOST, L40S_TP4, MOE_ONE_NODE, auto, build
 
 pytestmark = pytest.mark.slow
 
 
-def _engine(journal: MemoryJournal) -> TuningEngine:
-    playbook, scenario = auto(repeats=1), build(L40S_TP4)
+def _engine(journal: MemoryJournal, data: dict[str, Any] = L40S_TP4) -> TuningEngine:
+    playbook, scenario = auto(repeats=1), build(data)
     return TuningEngine(parts_from_host(HOST, playbook, scenario, runner="simulated"), playbook, scenario, seed=0,
                         journal=journal)
 
@@ -37,7 +39,40 @@ def test_a_resumed_job_neither_repeats_a_technique_nor_forgets_a_reopened_step()
     # Stopped after the sweep's kept step (a resumed walk once split the chunked deployment again first), and
     # right after EAGLE3 was kept (the reopened parallelism step is still owed).
     for cut in (4, eagle + 1):
-        history = [msgspec.structs.replace(r) for r in whole.history() if r.index < cut]
-        resumed = asyncio.run(_engine(MemoryJournal()).resume(history))
+        history = whole.history(before_round=cut)
+        resumed = asyncio.run(_engine(MemoryJournal()).resume(history, whole.skipped(before_round=cut)))
         assert _walk(resumed) == walk, f"resumed before round {cut}"
         assert resumed.final.deployment == uninterrupted.final.deployment
+        assert resumed.skipped == uninterrupted.skipped
+
+
+def test_a_step_skipped_before_a_restart_is_not_judged_again_on_the_resumed_deployment() -> None:
+    whole = MemoryJournal()
+    uninterrupted = asyncio.run(_engine(whole, GLM_AIR_B200).run())
+    walk = _walk(uninterrupted)
+    # The job this pins: FP8 is kept last; parallelism was skipped on the BF16 weights that fill the node.
+    assert walk[-1][1:] == ("quantization", "FP8 weights + FP8 KV", "accept")
+    assert "parallelism" in {s.technique for s in uninterrupted.skipped}
+    history = [msgspec.structs.replace(r) for r in whole.history()]
+    # Resumed from its rounds alone, the job judges parallelism again on the FP8 weights and runs it.
+    forgetful = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(history))
+    assert "parallelism" in [t for _, t, _, _ in _walk(forgetful)[len(walk):]]
+    # With the journal's skipped steps it ends as the uninterrupted job did.
+    resumed = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(history, whole.skipped()))
+    assert _walk(resumed) == walk
+    assert resumed.skipped == uninterrupted.skipped
+    assert resumed.final.deployment == uninterrupted.final.deployment
+
+
+def test_a_job_stopped_as_a_branch_starts_does_not_judge_the_branch_s_skipped_steps_again() -> None:
+    whole = MemoryJournal()
+    uninterrupted = asyncio.run(_engine(whole, MOE_ONE_NODE).run())
+    # The job this pins: the branch from round 1 (TP1 x 8) skips parallelism for its own reason before its
+    # first round; stopped there, the journal has the skip and no round on the branch yet.
+    first = next(r.index for r in uninterrupted.job.rounds if r.line is not None)
+    assert any(s.technique == "parallelism" and s.line == 1 for s in whole.skipped(before_round=first))
+    resumed = asyncio.run(_engine(MemoryJournal(), MOE_ONE_NODE).resume(
+        whole.history(before_round=first), whole.skipped(before_round=first)))
+    assert _walk(resumed) == _walk(uninterrupted)
+    assert resumed.skipped == uninterrupted.skipped
+    assert resumed.final.deployment == uninterrupted.final.deployment

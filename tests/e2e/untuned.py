@@ -183,6 +183,14 @@ TIGHT_TTFT = scenario_data("coding-27b-h200-tight-ttft", model="Qwen/Qwen3.6-27B
                            workload={**CODING_90, "peak_concurrency": 16}, slo={"ttft_p95_ms": 131},
                            objective="throughput")
 
+# An MoE that needs the whole B200 node in BF16, with a blind evaluation that clears FP8: once FP8 is kept,
+# parallelism (skipped on the BF16 weights) would apply to the FP8 ones.
+GLM_AIR_B200 = {**scenario_data("chat-glm-air-b200-bf16", model="zai-org/GLM-4.5-Air", gpu="B200", gpus=8, tp=8,
+                                workload=CHAT, slo={"ttft_p95_ms": 3000, "itl_median_ms": 60}),
+                "quality": [{"subject": "zai-org/GLM-4.5-Air:fp8", "acceptable": True,
+                             "metrics": {"equivalent": 48, "bf16_better": 1, "fp8_better": 1},
+                             "note": "blind evaluation of 50 chat cases"}]}
+
 
 def coding_90(gpu: str) -> dict[str, Any]:
     """Casebook case 1's workload at 90 streams on one FP8 TP2 instance of `gpu`."""
