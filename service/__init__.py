@@ -48,6 +48,7 @@ from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
+from service.simulator.memory import ResolvedServer, ServerStartError, resolve_server
 
 __all__ = [
     "WARM_PROMPTS_SEED_OFFSET",
@@ -72,6 +73,9 @@ __all__ = [
     "get_logger",
     "hookimpl",
     "simulate_round",
+    "ResolvedServer",
+    "ServerStartError",
+    "resolve_server",
     "LoadAborted",
     "LoadPlan",
     "PhaseDeadlines",

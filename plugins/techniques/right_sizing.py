@@ -4,8 +4,9 @@ The casebook sizes a deployment before the first round (model, GPUs, capacity) a
 other technique re-cuts the same GPUs, so a job that starts on the wrong number of them would end there.
 
 - `right_sizing`: under the `cost` objective, and only once the last kept round meets every SLO target, halve
-  the GPUs one step at a time: half the replicas, or, with one replica, half the TP size while the weights
-  leave room for KV. The cost objective keeps the smaller deployment only if it still meets the SLO (a
+  the GPUs one step at a time: half the replicas, or, with one replica, half the TP size, while each smaller
+  instance's KV pool (as SGLang sizes it at start) holds its share of the load at the p95 context, the
+  casebook's capacity calculation. The cost objective keeps the smaller deployment only if it still meets the SLO (a
   cheaper configuration that holds the SLO is accepted even at lower throughput); each step is judged against
   the last kept one, so the first that breaks a target ends the walk.
 - `scale_out`: while the last kept round misses a target and the machine has GPUs the deployment leaves idle,
@@ -15,21 +16,58 @@ other technique re-cuts the same GPUs, so a job that starts on the wrong number 
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import weight_gb_per_gpu
 from plugins.techniques.parallelism import preferred_policy
-from service import Applicability, ConfigDelta, Deployment, RouterConfig, Technique, TuningContext, slo_checks
+from service import (
+    Applicability,
+    ConfigDelta,
+    Deployment,
+    RouterConfig,
+    ServerStartError,
+    Technique,
+    TuningContext,
+    resolve_server,
+    slo_checks,
+)
 
-# Weights may take at most this share of a GPU's HBM: the rest (after SGLang's mem-fraction-static of
-# about 0.9 and activations) holds the KV cache. At half, a 9B BF16 model (18 GB) fits one 48 GB L40S
-# with some 20 GB of KV; a 27B one (54 GB) needs two.
-WEIGHT_SHARE = 0.5
+
+def _kv_short(ctx: TuningContext, smaller: Deployment) -> str:
+    """Why an instance of `smaller` could not hold its share of the load ("" when it can).
+
+    Casebook "Capacity Calculation": every request in flight at the p95 context ("p95 scenario (28,000 tokens
+    x 25 requests)"), against the KV pool SGLang sizes at start from the GPU's memory less the weights.
+    """
+    group = smaller.groups[0]
+    try:
+        pool = resolve_server(ctx.model, ctx.scenario.hardware, group.server).pool_tokens
+    except ServerStartError as exc:
+        return f"it would not start: {exc}"
+    bench, workload = ctx.scenario.bench, ctx.scenario.workload
+    clients = (bench.max_concurrency or workload.peak_concurrency or 1) / group.replicas
+    context = workload.input.p95_tokens() + workload.output.p95_tokens()
+    need = math.ceil(clients * context)
+    if pool < need:
+        return (f"its KV pool of {pool:,} tokens per instance is short of the {need:,} that {clients:g} requests "
+                f"at the p95 context of {context:,} tokens need")
+    return ""
 
 
 def _halved(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
+    """The deployment on half its GPUs that still holds the load's KV, or None with the reason there is none."""
+    delta, why = _half(ctx)
+    if delta is None or delta.deployment is None:
+        return None, why
+    short = _kv_short(ctx, delta.deployment)
+    if short:
+        return None, f"{delta.summary}: {short}"
+    return delta, ""
+
+
+def _half(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
     """The deployment on half its GPUs, or None with the reason there is none."""
     deployment = ctx.scenario.deployment
     group = deployment.groups[0]
@@ -49,11 +87,6 @@ def _halved(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
     tp = server.tp_size // 2
     if tp < 1 or server.dp_size > 1 or server.ep_size > 1 or server.attention_dp_size > 1 or server.pp_size > 1:
         return None, f"one TP{server.tp_size} instance with nothing left to halve"
-    hbm = ctx.scenario.hardware.spec.hbm_gb
-    weights = weight_gb_per_gpu(ctx.model, server, tp)
-    if weights > WEIGHT_SHARE * hbm:
-        return None, (f"TP{tp} would hold {weights:.0f} GB of weights per GPU, over {WEIGHT_SHARE:.0%} of the "
-                      f"{hbm:.0f} GB of HBM, leaving too little for KV")
     smaller = msgspec.structs.replace(group, server=msgspec.structs.replace(server, tp_size=tp))
     return ConfigDelta(technique=RightSizing.name, summary=f"TP{tp} on {tp} GPU{'' if tp == 1 else 's'} (from TP{server.tp_size})",
                        deployment=msgspec.structs.replace(deployment, groups=[smaller])), ""

@@ -7,6 +7,8 @@ from typing import Literal
 import msgspec
 
 Position = Literal["front", "back"]
+# A log-normal length given by its median alone is read with this p95 (a moderate spread).
+DEFAULT_P95_OVER_MEDIAN = 1.6
 
 
 class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -19,6 +21,22 @@ class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     samples: list[int] = msgspec.field(default_factory=list)
     minimum: int = 1
     maximum: int | None = None
+
+    def lognormal_p95(self) -> int:
+        """The p95 a log-normal length is drawn with: the given one, else the median's default spread."""
+        return self.p95 or int(self.median * DEFAULT_P95_OVER_MEDIAN)
+
+    def p95_tokens(self) -> int:
+        """The length 95% of requests stay under: the longest a uniform or fixed one draws, the samples' 95th
+        percentile, or the log-normal's p95; never above `maximum`."""
+        if self.kind in ("fixed", "uniform"):
+            value = self.median
+        elif self.kind == "empirical" and self.samples:
+            ordered = sorted(self.samples)
+            value = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+        else:
+            value = self.lognormal_p95()
+        return min(value, self.maximum) if self.maximum else value
 
 
 class DocumentSet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

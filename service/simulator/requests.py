@@ -95,7 +95,7 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, cap: int)
     elif dist.kind == "empirical" and dist.samples:
         out = rng.choice(np.asarray(dist.samples, dtype=np.int64), size=n)
     else:
-        p95 = dist.p95 or int(dist.median * 1.6)
+        p95 = dist.lognormal_p95()
         sigma = max(np.log(max(p95, dist.median + 1) / dist.median) / 1.645, 1e-3)
         out = np.rint(rng.lognormal(np.log(dist.median), sigma, size=n)).astype(np.int64)
         if dist.maximum is None:

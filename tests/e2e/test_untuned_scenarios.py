@@ -24,6 +24,7 @@ from tests.e2e.untuned import (
     A100_CHAT,
     BF16_27B,
     FP8_CHECKED,
+    GLM_AIR_H100_COST,
     HOST,
     L40S_TP4,
     MOE_ONE_NODE,
@@ -408,6 +409,19 @@ def test_a_win_the_slo_vetoed_is_a_branch_and_the_job_ends_on_its_passing_end() 
     assert final_server(outcome).speculative_algorithm == "EAGLE3" and final_server(outcome).quantization == "fp8"
     assert branch_fp8.result.bench.output_throughput > 1.8 * main_fp8.result.bench.output_throughput
     assert f"branch started at round {eagle.index}" in outcome.report.headline[1]
+
+
+# -- 17. a cost job that fills a node with a model half of it holds ------------------------------------------------
+
+def test_a_cost_job_sizes_a_moe_to_the_gpus_its_kv_needs() -> None:
+    outcome = job("glm-air-h100-cost", auto(), build(GLM_AIR_H100_COST))
+    # GLM-4.5-Air in BF16 is 197 GiB: on TP4 each 80 GB H100 holds 49 GiB of weights and a KV pool of about
+    # 390,000 tokens, where 16 chat streams at the p95 context (3,000 + 1,200 tokens) need 67,200. The casebook's
+    # capacity calculation has room to spare, so the cost objective halves the node and keeps TP4.
+    sized = rounds(outcome, "right_sizing")
+    assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [("TP4 on 4 GPUs (from TP8)", "accept")]
+    # TP2 is never launched: its 99 GiB of weights per GPU would not start, so the walk ends on TP4.
+    assert outcome.report.final.deployment.total_gpus() == 4 and outcome.report.slo.met
 
 
 # -- 14. the same decisions at seeds 0 to 4 -----------------------------------------------------------------------

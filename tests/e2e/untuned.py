@@ -191,6 +191,11 @@ GLM_AIR_B200 = {**scenario_data("chat-glm-air-b200-bf16", model="zai-org/GLM-4.5
                              "metrics": {"equivalent": 48, "bf16_better": 1, "fp8_better": 1},
                              "note": "blind evaluation of 50 chat cases"}]}
 
+# The same MoE in BF16 as one TP8 instance on a 80 GB H100 node, for chat at 16 streams under the cost objective.
+GLM_AIR_H100_COST = scenario_data("chat-glm-air-h100-cost", model="zai-org/GLM-4.5-Air", gpu="H100-SXM", gpus=8,
+                                  tp=8, workload=CHAT, slo={"ttft_p95_ms": 3000, "itl_median_ms": 60},
+                                  objective="cost")
+
 
 def coding_90(gpu: str) -> dict[str, Any]:
     """Casebook case 1's workload at 90 streams on one FP8 TP2 instance of `gpu`."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from plugins.techniques.right_sizing import RightSizing, ScaleOut
 from service import SLO, Objective
 from service.engine import TuningEngine
@@ -17,16 +19,35 @@ def _l40s(tp: int = 4, replicas: int = 1, objective: Objective = COST, slo: SLO 
                     clients=32, slo=slo, objective=objective)
 
 
-def test_it_halves_tp_then_stops_where_the_weights_leave_no_room_for_kv() -> None:
+def test_it_halves_tp_then_stops_where_the_kv_pool_cannot_hold_the_load() -> None:
     technique = RightSizing()
     steps = [technique.propose(context(_l40s(tp)))[0].summary for tp in (4, 2)]
     assert steps == ["TP2 on 2 GPUs (from TP4)", "TP1 on 1 GPU (from TP2)"]
     assert not technique.applicable(context(_l40s(1))).applicable
-    # 27B BF16 is 54 GB: on one 48 GB L40S it does not fit at all, and on 80 GB H100s TP1 leaves 26 GB.
-    big = scenario("Qwen/Qwen3.6-27B", "H100-SXM", 2, deployment("Qwen/Qwen3.6-27B", tp=2), clients=16,
-                   objective=COST)
-    rule = technique.applicable(context(big))
-    assert not rule.applicable and "leaving too little for KV" in rule.reason
+
+    def big(gpu: str, clients: int):  # type: ignore[no-untyped-def]
+        return scenario("Qwen/Qwen3.6-27B", gpu, 2, deployment("Qwen/Qwen3.6-27B", tp=2), clients=clients,
+                        objective=COST)
+
+    # 27B BF16 is 54 GB: one 80 GB H100 leaves a pool of about 90,600 tokens. 16 requests at the p95 context
+    # (1,440 + 960 tokens) need 38,400 of them, 64 need 153,600.
+    assert technique.propose(context(big("H100-SXM", 16)))[0].summary == "TP1 on 1 GPU (from TP2)"
+    short = technique.applicable(context(big("H100-SXM", 64)))
+    assert not short.applicable and "short of the 153,600 that 64 requests at the p95 context of 2,400" in short.reason
+    # On one 48 GB L40S the weights do not fit at all: SGLang would not start.
+    unfit = technique.applicable(context(big("L40S", 16)))
+    assert not unfit.applicable and "would not start" in unfit.reason and "50.3 GiB of weights" in unfit.reason
+
+
+def test_halving_replicas_keeps_each_instance_s_share_of_the_load_in_its_kv_pool() -> None:
+    # Two 27B TP1 replicas on H100s at 48 clients hold 24 each (57,600 tokens at the p95 context): one alone
+    # would hold all 48, 115,200 tokens, past its pool of about 90,600.
+    two = scenario("Qwen/Qwen3.6-27B", "H100-SXM", 2, deployment("Qwen/Qwen3.6-27B", tp=1, replicas=2),
+                   clients=48, objective=COST)
+    rule = RightSizing().applicable(context(two))
+    assert not rule.applicable and "short of the 115,200 that 48 requests" in rule.reason
+    assert RightSizing().applicable(context(msgspec.structs.replace(
+        two, bench=msgspec.structs.replace(two.bench, max_concurrency=32)))).applicable
 
 
 def test_replicas_are_halved_before_tp() -> None:
