@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import msgspec
 import pytest
 
 from service.engine import MemoryJournal, TuningEngine, TuningOutcome, parts_from_host
@@ -50,15 +49,17 @@ def test_a_step_skipped_before_a_restart_is_not_judged_again_on_the_resumed_depl
     whole = MemoryJournal()
     uninterrupted = asyncio.run(_engine(whole, GLM_AIR_B200).run())
     walk = _walk(uninterrupted)
-    # The job this pins: FP8 is kept last; parallelism was skipped on the BF16 weights that fill the node.
-    assert walk[-1][1:] == ("quantization", "FP8 weights + FP8 KV", "accept")
-    assert "parallelism" in {s.technique for s in uninterrupted.skipped}
-    history = [msgspec.structs.replace(r) for r in whole.history()]
-    # Resumed from its rounds alone, the job judges parallelism again on the FP8 weights and runs it.
-    forgetful = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(history))
-    assert "parallelism" in [t for _, t, _, _ in _walk(forgetful)[len(walk):]]
+    # The job this pins: FP8 is kept; parallelism was skipped before it, on the BF16 weights that fill the node.
+    fp8 = next(i for i, t, d, v in walk if t == "quantization" and v == "accept")
+    assert "parallelism" in {s.technique for s in whole.skipped(before_round=fp8)}
+    cut = fp8 + 1
+    # Resumed from its rounds alone right after FP8 was kept, the job judges parallelism again on the FP8
+    # weights and runs it.
+    forgetful = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(whole.history(before_round=cut)))
+    assert "parallelism" in [t for _, t, _, _ in _walk(forgetful)[cut:]]
     # With the journal's skipped steps it ends as the uninterrupted job did.
-    resumed = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(history, whole.skipped()))
+    resumed = asyncio.run(_engine(MemoryJournal(), GLM_AIR_B200).resume(whole.history(before_round=cut),
+                                                                        whole.skipped(before_round=cut)))
     assert _walk(resumed) == walk
     assert resumed.skipped == uninterrupted.skipped
     assert resumed.final.deployment == uninterrupted.final.deployment

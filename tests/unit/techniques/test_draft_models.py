@@ -125,7 +125,7 @@ def test_a_model_with_its_own_mtp_layer_drafts_with_it() -> None:
     # A switch to a model without MTP layers or a known draft stops speculating (no draft is borrowed).
     on = apply_delta(scen, delta)
     moved = apply_delta(on, msgspec.structs.replace(delta, technique="model_selection", summary="m",
-                                                    set_server={}, model="zai-org/GLM-4.5-Air"))
+                                                    set_server={}, model="Qwen/Qwen3.6-2B"))
     assert moved.deployment.groups[0].server.speculative_algorithm is None
 
 
