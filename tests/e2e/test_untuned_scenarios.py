@@ -35,6 +35,7 @@ from tests.e2e.untuned import (
     OUTLINES,
     RAG_FRONT,
     ROUND_ROBIN,
+    STARVED_9B,
     TIGHT_TTFT,
     UNMEETABLE,
     auto,
@@ -422,6 +423,24 @@ def test_a_cost_job_sizes_a_moe_to_the_gpus_its_kv_needs() -> None:
     assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [("TP4 on 4 GPUs (from TP8)", "accept")]
     # TP2 is never launched: its 99 GiB of weights per GPU would not start, so the walk ends on TP4.
     assert outcome.report.final.deployment.total_gpus() == 4 and outcome.report.slo.met
+
+
+# -- 18. a one-repeat job settles a large gain on enough seeds ------------------------------------------------------
+
+def test_a_one_repeat_job_keeps_a_large_gain_the_first_three_seeds_left_to_a_weak_test() -> None:
+    outcome = job("starved-9b", auto(repeats=1), build(STARVED_9B))
+    # The starved scheduler is opened first (8 -> 64 running requests), then EAGLE3 gains about 58% output
+    # throughput over the same seeds. Over three seeds a paired t (2 degrees of freedom) left that gain
+    # "uncertain"; on four or five it is proven, and the job keeps the draft model.
+    limits = rounds(outcome, "scheduling_limits")
+    assert limits and limits[0].verdict == "accept"
+    eagle = [r for r in rounds(outcome, "speculative_decoding") if r.line is None][0]
+    assert eagle.verdict in KEPT and eagle.figures["output_throughput.change"] > 0.4
+    assert eagle.figures["output_throughput.p_adjusted"] < 0.002
+    assert eagle.reasons[-1] in ("decided on 4 seeds per side: 1 left it to noise",
+                                 "decided on 5 seeds per side: 1 left it to noise")
+    assert all(g.server.speculative_algorithm == "EAGLE3" for g in outcome.report.final.deployment.groups)
+    assert outcome.report.slo.met
 
 
 # -- 14. the same decisions at seeds 0 to 4 -----------------------------------------------------------------------

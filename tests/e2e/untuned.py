@@ -196,6 +196,13 @@ GLM_AIR_H100_COST = scenario_data("chat-glm-air-h100-cost", model="zai-org/GLM-4
                                   tp=8, workload=CHAT, slo={"ttft_p95_ms": 3000, "itl_median_ms": 60},
                                   objective="cost")
 
+# A 9B model on two H100s whose scheduler was starved (8 running requests for 64 streams, 512-token chunks),
+# for throughput within a roomy latency SLO.
+STARVED_9B = scenario_data("chat-9b-h100-starved", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=2, tp=2,
+                           server={"max-running-requests": 8, "chunked-prefill-size": 512}, workload=CHAT_64,
+                           slo={"ttft_p95_ms": 1500, "itl_median_ms": 40}, objective="throughput",
+                           bench={"num_prompts": 600})
+
 
 def coding_90(gpu: str) -> dict[str, Any]:
     """Casebook case 1's workload at 90 streams on one FP8 TP2 instance of `gpu`."""

@@ -70,6 +70,20 @@ def test_extension_stops_at_twice_the_repeats_and_the_baseline_is_kept() -> None
     assert outcome.final == outcome.initial
 
 
+def test_a_one_repeat_playbook_extends_to_five_seeds_where_a_paired_t_has_the_power_to_decide() -> None:
+    # Three times one repeat is three seeds: a paired t over them has 2 degrees of freedom, too few to reach
+    # the policy's level. The extension goes on, one seed at a time, to five.
+    policy = UndecidedUntil(100)
+    outcome = run(policy, FakeRunner(chunk_figures), repeats=1)
+    candidate = outcome.job.rounds[1]
+    assert [r.provenance.seed for r in candidate.results] == [10, 11, 12, 13, 14]
+    assert [len(c) for _, c in policy.seen] == [1, 2, 3, 4, 5]
+    assert candidate.decision.verdict is Verdict.INCONCLUSIVE
+    assert candidate.decision.reasons[-1] == "decided on 5 seeds per side: 1 left it to noise"
+    settled = run(UndecidedUntil(4), FakeRunner(chunk_figures), repeats=1)
+    assert len(settled.job.rounds[1].results) == 4
+
+
 def test_a_failed_extra_repeat_is_an_error_never_accepted() -> None:
     # Baseline 3 + candidate 3 + the baseline's 3 extra seeds succeed; the candidate's extra repeat fails.
     outcome = run(UndecidedUntil(6), FakeRunner(chunk_figures, fail_after=9))
