@@ -24,6 +24,10 @@ EFFECTIVE_COMPUTE = 0.60
 # Casebook case 1: speculative decoding reverses at concurrency 128 of a 206 threshold batch (0.62).
 SPECULATIVE_BREAK_EVEN = 0.6
 GIB = 1024**3
+# `arg_groups/speculative_hook.py` _handle_eagle_family: "Max running requests is reset to 48 for speculative
+# decoding" when --max-running-requests is unset, for every EAGLE-family algorithm.
+SPECULATIVE_RESET = 48
+RESET_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
 def threshold_batch_size(scenario: Scenario) -> int:
@@ -97,6 +101,18 @@ def main_server(scenario: Scenario) -> ServerConfig:
     """The server config of the first group that decodes (unified, else decode)."""
     groups = scenario.deployment.groups
     return next((g.server for g in groups if g.role in ("unified", "decode")), groups[0].server)
+
+
+def running_cap(server: ServerConfig) -> tuple[int | None, str]:
+    """The running-request cap SGLang applies to `server` and where it comes from; None when the KV pool sizes
+    the batch (no --max-running-requests, no speculation)."""
+    if server.max_running_requests is not None:
+        return server.max_running_requests, f"--max-running-requests {server.max_running_requests}"
+    algorithm = (server.speculative_algorithm or "").upper()
+    if algorithm in RESET_ALGORITHMS:
+        return SPECULATIVE_RESET, (f"SGLang's reset to {SPECULATIVE_RESET} under {algorithm} speculation "
+                                   "(no --max-running-requests set)")
+    return None, ""
 
 
 def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:

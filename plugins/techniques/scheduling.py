@@ -21,6 +21,7 @@ from plugins.techniques._rules import (
     main_server,
     measured_concurrency_per_instance,
     reused_prefix_tokens,
+    running_cap,
     sharing_rate,
 )
 from service import Applicability, ConfigDelta, Technique, TuningContext
@@ -72,7 +73,7 @@ class SchedulingLimits(Technique):
                                   "capacity one (casebook 'Server Metrics'): raise --max-running-requests.")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
-        cap = main_server(ctx.scenario).max_running_requests
+        cap, source = running_cap(main_server(ctx.scenario))
         if cap is None:
             return Applicability(False, "No --max-running-requests is set: SGLang sizes the batch from the KV pool.")
         if not has_latency_slo(ctx.scenario.slo):
@@ -82,8 +83,8 @@ class SchedulingLimits(Technique):
             return Applicability(False, "Nothing is measured yet: the queue and KV usage of the first round decide.")
         held, _ = measured_concurrency_per_instance(ctx)
         usage, queue = baseline.server.token_usage, baseline.server.num_queue_reqs
-        figures = (f"{held:.0f} requests per instance against a cap of {cap}, {queue:.1f} queued, token_usage "
-                   f"{usage:.2f}")
+        figures = (f"{held:.0f} requests per instance against a cap of {cap} ({source}), {queue:.1f} queued, "
+                   f"token_usage {usage:.2f}")
         if held <= cap or queue < 1:
             return Applicability(False, f"The running cap is not what holds requests back ({figures}).")
         if usage >= KV_SATURATED:
@@ -94,7 +95,9 @@ class SchedulingLimits(Technique):
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         held, _ = measured_concurrency_per_instance(ctx)
-        cap = main_server(ctx.scenario).max_running_requests or 0
+        cap, source = running_cap(main_server(ctx.scenario))
+        cap = cap or 0
         raised = max(int(math.ceil(held / 16) * 16), 2 * cap)
-        return [ConfigDelta(technique=self.name, summary=f"max-running-requests {raised} (from {cap})",
+        origin = "" if source.startswith("--") else ", SGLang's speculative reset"
+        return [ConfigDelta(technique=self.name, summary=f"max-running-requests {raised} (from {cap}{origin})",
                             set_server={"max_running_requests": raised})]

@@ -10,6 +10,7 @@ import msgspec
 
 from plugins.techniques._rules import (
     SPECULATIVE_BREAK_EVEN,
+    SPECULATIVE_RESET,
     concurrency_per_instance,
     main_server,
     measured_concurrency_per_instance,
@@ -24,9 +25,6 @@ INPUT_DOMINANT = 20.0
 # Casebook "Concurrency vs. Threshold Batch Size": concurrency near the threshold batch (case 3: 256 of 295,
 # 0.87) is the transition zone where speculative decoding is detrimental. Within 30% of it counts as near.
 TRANSITION_ZONE = 0.7
-# `arg_groups/speculative_hook.py` _handle_eagle_family: "Max running requests is reset to 48 for speculative
-# decoding" when --max-running-requests is unset.
-SPECULATIVE_RESET = 48
 
 
 def break_even_concurrency(ctx: TuningContext) -> float:

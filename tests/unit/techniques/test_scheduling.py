@@ -60,6 +60,24 @@ def test_a_running_cap_below_the_load_is_raised_unless_the_kv_cache_is_full() ->
     assert not technique.applicable(context(batch, baseline=_queued(47.0, 39.0, 0.2))).applicable
 
 
+def test_speculation_s_reset_to_48_running_requests_is_a_cap_too() -> None:
+    # SGLang resets an unset --max-running-requests to 48 under EAGLE-family speculation: 105 requests per
+    # instance with 57 queued and a roomy KV cache queue behind that cap, not behind memory.
+    technique = SchedulingLimits()
+    eagle = scenario(MODEL, "H200-SXM", 8, deployment(MODEL, tp=2, replicas=4, speculative_algorithm="EAGLE3"),
+                     clients=512, slo=SLO(ttft_p95_ms=3000))
+    queued = context(eagle, baseline=_queued(420.0, 57.0, 0.3))
+    rule = technique.applicable(queued)
+    assert rule.applicable and "a cap of 48 (SGLang's reset to 48 under EAGLE3 speculation" in rule.reason
+    [delta] = technique.propose(queued)
+    assert delta.set_server == {"max_running_requests": 112}
+    assert delta.summary == "max-running-requests 112 (from 48, SGLang's speculative reset)"
+    # Without speculation and without a cap, the KV pool sizes the batch: nothing to raise.
+    plain = scenario(MODEL, "H200-SXM", 8, deployment(MODEL, tp=2, replicas=4), clients=512, slo=SLO(ttft_p95_ms=3000))
+    free = technique.applicable(context(plain, baseline=_queued(420.0, 57.0, 0.3)))
+    assert not free.applicable and "SGLang sizes the batch from the KV pool" in free.reason
+
+
 SCENARIO = """
 name = "capped-27b"
 model = "Qwen/Qwen3.6-27B"
