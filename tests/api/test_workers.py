@@ -34,14 +34,7 @@ async def test_a_dead_workers_job_resumes_after_its_last_committed_round(store: 
     await store.record_round(job.id, "dead-worker", finished)
     await store.record_round(job.id, "dead-worker", Round(index=1, technique="fp8", delta=None,
                                                           state=RoundState.RUNNING))
-    await asyncio.sleep(0.1)  # the dead worker's lease runs out
-    executor = FakeExecutor(rounds=3)
-    workers = JobWorkers(store, executor, settings=FAST)
-    await workers.start()
-    try:
-        await _until(lambda: _state_is(store, job.id, JobState.SUCCEEDED))
-    finally:
-        await workers.stop()
+    workers = await _take_over(store, job.id, FakeExecutor(rounds=3))
     rounds = await store.list_rounds(job.id)
     assert [(r.index, r.state, r.retry_of) for r in rounds] == [
         (0, RoundState.FINISHED, None), (1, RoundState.INTERRUPTED, None),
@@ -62,14 +55,8 @@ async def test_a_resumed_job_is_handed_the_steps_its_journal_recorded_as_skipped
                       message="on the branch from round 3: below break-even")
     for event in (main, branch):
         await journal.record_event(event)
-    await asyncio.sleep(0.1)  # the dead worker's lease runs out
     executor = FakeExecutor(rounds=2)
-    workers = JobWorkers(store, executor, settings=FAST)
-    await workers.start()
-    try:
-        await _until(lambda: _state_is(store, job.id, JobState.SUCCEEDED))
-    finally:
-        await workers.stop()
+    await _take_over(store, job.id, executor)
     assert executor.jobs[-1].skipped == [
         SkippedStep(technique="grammar", reason="no structured output"),
         SkippedStep(technique="hicache", reason="on the branch from round 3: below break-even", line=3)]
@@ -130,6 +117,18 @@ async def test_own_loop_runs_in_another_thread_and_carries_cancellation() -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.wait_for(cleaned.wait(), 2)
+
+
+async def _take_over(store: Store, job_id: str, executor: FakeExecutor) -> JobWorkers:
+    """Once the dead worker's lease runs out, new workers run `job_id` with `executor` until it succeeds."""
+    await asyncio.sleep(0.1)
+    workers = JobWorkers(store, executor, settings=FAST)
+    await workers.start()
+    try:
+        await _until(lambda: _state_is(store, job_id, JobState.SUCCEEDED))
+    finally:
+        await workers.stop()
+    return workers
 
 
 async def _state_is(store: Store, job_id: str, state: JobState) -> bool:
