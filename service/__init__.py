@@ -48,7 +48,13 @@ from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
-from service.simulator.memory import ResolvedServer, ServerStartError, resolve_server
+from service.simulator.memory import (
+    SPECULATIVE_ALGORITHMS,
+    SPECULATIVE_MAX_RUNNING,
+    ResolvedServer,
+    ServerStartError,
+    resolve_server,
+)
 
 __all__ = [
     "WARM_PROMPTS_SEED_OFFSET",
@@ -74,6 +80,8 @@ __all__ = [
     "hookimpl",
     "simulate_round",
     "ResolvedServer",
+    "SPECULATIVE_ALGORITHMS",
+    "SPECULATIVE_MAX_RUNNING",
     "ServerStartError",
     "resolve_server",
     "LoadAborted",

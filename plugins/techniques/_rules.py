@@ -8,6 +8,8 @@ import msgspec
 
 from service import (
     SLO,
+    SPECULATIVE_ALGORITHMS,
+    SPECULATIVE_MAX_RUNNING,
     ConfigDelta,
     Deployment,
     ModelSpec,
@@ -25,9 +27,8 @@ EFFECTIVE_COMPUTE = 0.60
 SPECULATIVE_BREAK_EVEN = 0.6
 GIB = 1024**3
 # `arg_groups/speculative_hook.py` _handle_eagle_family: "Max running requests is reset to 48 for speculative
-# decoding" when --max-running-requests is unset, for every EAGLE-family algorithm.
-SPECULATIVE_RESET = 48
-RESET_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+# decoding" when --max-running-requests is unset, for every EAGLE-family algorithm (as the simulator has it).
+SPECULATIVE_RESET = SPECULATIVE_MAX_RUNNING
 
 
 def threshold_batch_size(scenario: Scenario) -> int:
@@ -109,7 +110,7 @@ def running_cap(server: ServerConfig) -> tuple[int | None, str]:
     if server.max_running_requests is not None:
         return server.max_running_requests, f"--max-running-requests {server.max_running_requests}"
     algorithm = (server.speculative_algorithm or "").upper()
-    if algorithm in RESET_ALGORITHMS:
+    if algorithm in SPECULATIVE_ALGORITHMS:
         return SPECULATIVE_RESET, (f"SGLang's reset to {SPECULATIVE_RESET} under {algorithm} speculation "
                                    "(no --max-running-requests set)")
     return None, ""

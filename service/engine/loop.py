@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -156,8 +157,17 @@ class TuningEngine(RoundMeasurer):
 
     async def _walk_line(self, pending: list[str]) -> None:
         # A step skipped on this line is passed (a resumed line's journal may hold some): never judged again.
-        passed = {s.technique for s in self.state.skipped if s.line == self.state.line}
-        pending = [s for s in pending if s not in passed]
+        # One that has rounds on the line is not (a journal of a job resumed before skips were kept may say
+        # both), and a step listed twice is passed once per skip.
+        passed = Counter(s.technique for s in self.state.skipped
+                         if s.line == self.state.line and not self._ran_on_line(s.technique))
+        walk = []
+        for step in pending:
+            if passed[step] > 0:
+                passed[step] -= 1
+            else:
+                walk.append(step)
+        pending = walk
         while pending:
             if self._stop_reason() is not None:
                 return

@@ -9,6 +9,7 @@ restart); it returns False when the executor does not run that job, and the work
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,6 +19,8 @@ from service.domain import Job, JobState, Round, Scenario, SkippedStep
 from service.engine import JobEvent, RoundJournal, TuningReport
 from service.store import EventRecord, JobRecord, Store
 
+# What a skip reason on a branch starts with (`service.engine.state.branch_prefix`).
+_BRANCH_PREFIX = re.compile(r"^on the branch from round (\d+): ")
 # Job events the store writes itself (`finish_job`, `release_job`): the journal does not write them twice.
 _STORE_WRITES = frozenset({"job_started", "job_finished", "round_started", "round_finished", "round_measured"})
 
@@ -62,9 +65,23 @@ class StoreJournal:
 
 
 def skipped_steps(events: list[EventRecord]) -> list[SkippedStep]:
-    """The steps a job's journal recorded as skipped (its `step_skipped` events), in order."""
-    return [SkippedStep(technique=str(e.body.get("technique", "")), reason=str(e.body.get("message", "")),
-                        line=e.body.get("line")) for e in events if e.kind == "step_skipped"]
+    """The steps a job's journal recorded as skipped (its `step_skipped` events), in order; a skip recorded
+    again word for word (a job resumed before skips were kept judged its skipped steps again) once.
+
+    An event journaled before skips carried their line names a branch only in its reason's prefix.
+    """
+    found: list[SkippedStep] = []
+    for event in events:
+        if event.kind != "step_skipped":
+            continue
+        reason = str(event.body.get("message", ""))
+        line = event.body.get("line")
+        if line is None and (branch := _BRANCH_PREFIX.match(reason)):
+            line = int(branch.group(1))
+        step = SkippedStep(technique=str(event.body.get("technique", "")), reason=reason, line=line)
+        if step not in found:
+            found.append(step)
+    return found
 
 
 def to_domain_job(record: JobRecord, rounds: list[Round], skipped: list[SkippedStep] | None = None) -> Job:

@@ -9,8 +9,8 @@ import pytest
 
 from service.domain import JobState, Round, RoundState, SkippedStep
 from service.engine import JobEvent
-from service.store import NewJob, Store
-from service.workers.executor import StoreJournal
+from service.store import EventRecord, NewJob, Store
+from service.workers.executor import StoreJournal, skipped_steps
 from service.workers.pool import JobWorkers, WorkerSettings
 from service.workers.thread_loop import run_on_own_loop
 from tests.api.fakes import FakeExecutor
@@ -60,6 +60,21 @@ async def test_a_resumed_job_is_handed_the_steps_its_journal_recorded_as_skipped
     assert executor.jobs[-1].skipped == [
         SkippedStep(technique="grammar", reason="no structured output"),
         SkippedStep(technique="hicache", reason="on the branch from round 3: below break-even", line=3)]
+
+
+async def test_skips_journaled_before_they_carried_their_line_are_read_by_their_reason() -> None:
+    def event(i: int, technique: str, message: str, **body: object) -> EventRecord:
+        return EventRecord(id=i, job_id="j", kind="step_skipped", created_at=0.0,
+                           body={"technique": technique, "message": message, **body})
+
+    old = [event(1, "grammar", "no structured output"),
+           event(2, "hicache", "on the branch from round 3: below break-even"),
+           event(3, "hicache", "on the branch from round 3: below break-even"),  # judged again after a restart
+           event(4, "radix_cache", "on the branch from round 5: on", line=5)]
+    assert skipped_steps(old) == [
+        SkippedStep(technique="grammar", reason="no structured output"),
+        SkippedStep(technique="hicache", reason="on the branch from round 3: below break-even", line=3),
+        SkippedStep(technique="radix_cache", reason="on the branch from round 5: on", line=5)]
 
 
 async def test_stopping_hands_running_jobs_back_to_the_queue(store: Store) -> None:

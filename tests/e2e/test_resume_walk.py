@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from service.domain import SkippedStep
 from service.engine import MemoryJournal, TuningEngine, TuningOutcome, parts_from_host
 from tests.e2e.untuned import GLM_AIR_B200, HOST, L40S_TP4, MOE_ONE_NODE, auto, build
 
@@ -43,6 +44,12 @@ def test_a_resumed_job_neither_repeats_a_technique_nor_forgets_a_reopened_step()
         assert _walk(resumed) == walk, f"resumed before round {cut}"
         assert resumed.final.deployment == uninterrupted.final.deployment
         assert resumed.skipped == uninterrupted.skipped
+    # A journal of a job resumed before skips were kept can record a skip of a step that then ran on the same
+    # line (chunked prefill, mid-sweep): the rounds win, and the sweep goes on.
+    stale = SkippedStep(technique="chunked_prefill", reason="judged again before the restart")
+    resumed = asyncio.run(_engine(MemoryJournal()).resume(whole.history(before_round=4),
+                                                         [*whole.skipped(before_round=4), stale]))
+    assert _walk(resumed) == walk
 
 
 def test_a_step_skipped_before_a_restart_is_not_judged_again_on_the_resumed_deployment() -> None:
