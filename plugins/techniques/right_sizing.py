@@ -27,6 +27,7 @@ from service import (
     ConfigDelta,
     Deployment,
     RouterConfig,
+    ServerConfig,
     ServerStartError,
     Technique,
     TuningContext,
@@ -34,26 +35,50 @@ from service import (
     slo_checks,
 )
 
+# Casebook "Server Metrics": token_usage's normal range is 0.5-0.85; beyond it the KV cache saturates.
+NORMAL_USAGE = 0.85
+
 
 def _kv_short(ctx: TuningContext, smaller: Deployment) -> str:
     """Why an instance of `smaller` could not hold its share of the load ("" when it can).
 
     Casebook "Capacity Calculation": every request in flight at the p95 context ("p95 scenario (28,000 tokens
-    x 25 requests)"), against the KV pool SGLang sizes at start from the GPU's memory less the weights.
+    x 25 requests)"), against the KV pool SGLang sizes at start from the GPU's memory less the weights. The
+    calculation is a bound: where the deployment being halved fails it too while its last round met the SLO,
+    the KV it measured occupied (token_usage) decides instead, scaled to the smaller instance's share and held
+    within the casebook's normal usage (at most 0.85 of the pool).
     """
     group = smaller.groups[0]
     try:
-        pool = resolve_server(ctx.model, ctx.scenario.hardware, group.server).pool_tokens
+        pool = _pool(ctx, group.server)
     except ServerStartError as exc:
         return f"it would not start: {exc}"
     bench, workload = ctx.scenario.bench, ctx.scenario.workload
-    clients = (bench.max_concurrency or workload.peak_concurrency or 1) / group.replicas
+    total = bench.max_concurrency or workload.peak_concurrency or 1
+    clients = total / group.replicas
     context = workload.input.p95_tokens() + workload.output.p95_tokens()
     need = math.ceil(clients * context)
-    if pool < need:
-        return (f"its KV pool of {pool:,} tokens per instance is short of the {need:,} that {clients:g} requests "
-                f"at the p95 context of {context:,} tokens need")
-    return ""
+    if pool >= need:
+        return ""
+    short = (f"its KV pool of {pool:,} tokens per instance is short of the {need:,} that {clients:g} requests at "
+             f"the p95 context of {context:,} tokens need")
+    current = ctx.scenario.deployment.groups[0]
+    usage = ctx.baseline.server.token_usage if ctx.baseline is not None else 0.0
+    try:
+        held = _pool(ctx, current.server)
+    except ServerStartError:
+        return short
+    if usage <= 0 or held >= math.ceil(total / current.replicas * context):
+        return short
+    occupied = usage * held * current.replicas / group.replicas
+    if occupied <= NORMAL_USAGE * pool:
+        return ""
+    return (f"{short}, and the {occupied:,.0f} tokens the last round occupied per instance (token_usage "
+            f"{usage:.2f} of {held:,}, scaled to its share) would fill more than {NORMAL_USAGE:.0%} of it")
+
+
+def _pool(ctx: TuningContext, server: ServerConfig) -> int:
+    return resolve_server(ctx.model, ctx.scenario.hardware, server).pool_tokens
 
 
 def _halved(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import msgspec
 
 from plugins.techniques.right_sizing import RightSizing, ScaleOut
-from service import SLO, Objective
+from service import SLO, Objective, ServerMetrics
 from service.engine import TuningEngine
 from tests.unit.techniques.scenarios import context, deployment, measured, scenario, tune
 
@@ -62,6 +62,24 @@ def test_replicas_are_halved_before_tp() -> None:
     assert alone.deployment is not None and alone.deployment.router is None
     assert alone.deployment.groups[0].replicas == 1
     assert alone.deployment.groups[0].base_port == two.deployment.router.port
+
+
+def test_where_the_measurement_disproves_the_p95_bound_the_kv_it_occupied_decides() -> None:
+    # Two 27B TP1 replicas on H100s at 96 clients fail the p95 bound themselves (48 each need 115,200 tokens of
+    # a pool of about 90,600) and yet met the SLO: the round's token_usage is the better evidence.
+    two = scenario("Qwen/Qwen3.6-27B", "H100-SXM", 2, deployment("Qwen/Qwen3.6-27B", tp=1, replicas=2),
+                   clients=96, objective=COST)
+
+    def occupied(usage: float):  # type: ignore[no-untyped-def]
+        return msgspec.structs.replace(measured(96, p95_ttft_ms=500), server=ServerMetrics(token_usage=usage))
+
+    # 30% of each pool, doubled onto one instance, is 60% of its pool: within the normal 0.85.
+    assert RightSizing().applicable(context(two, baseline=occupied(0.30))).applicable
+    # 50%, doubled, would overfill it; and without a measured usage the bound stands.
+    full = RightSizing().applicable(context(two, baseline=occupied(0.50)))
+    assert not full.applicable and "would fill more than 85% of it" in full.reason
+    unmeasured = RightSizing().applicable(context(two, baseline=measured(96, p95_ttft_ms=500)))
+    assert not unmeasured.applicable and "short of the 230,400" in unmeasured.reason
 
 
 def test_only_under_the_cost_objective_and_a_met_slo() -> None:
