@@ -127,7 +127,8 @@ class EmulatorApp:
             return
         live = self.engine.submit([0], 1)
         try:
-            await asyncio.wait_for(self._drain(live.updates), HEALTH_GENERATE_TIMEOUT_S * self.engine.time_scale)
+            async with asyncio.timeout(HEALTH_GENERATE_TIMEOUT_S * self.engine.time_scale):
+                await self._drain(live.updates)
         except TimeoutError:
             await send_text(send, "", 503)
             return

@@ -21,4 +21,5 @@ class EventBell:
         """Return at the next ring or after `timeout` seconds, whichever comes first."""
         event = self._event
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()

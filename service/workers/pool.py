@@ -128,7 +128,8 @@ class JobWorkers:
                 log.exception("claim_loop_error")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                async with asyncio.timeout(self.settings.poll_seconds):
+                    await self._wake.wait()
             since_reap += self.settings.poll_seconds
 
     async def _run(self, record: JobRecord) -> None:

@@ -9,6 +9,7 @@ returns, any member that had to be killed with SIGKILL is reported, and the reco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -288,7 +289,12 @@ class LocalRound:
             child = await asyncio.create_subprocess_exec(*argv, stdout=sink, stderr=asyncio.subprocess.STDOUT,
                                                          start_new_session=True)
             try:
-                return await asyncio.wait_for(child.wait(), deadline)
+                async with asyncio.timeout(deadline):
+                    return await child.wait()
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()  # a cancelled round leaves no load running against its servers
+                raise
             except TimeoutError:
                 child.kill()
                 await child.wait()

@@ -8,6 +8,7 @@ so the figures and their rules are the same. Everything it returns is plain data
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import tempfile
 from pathlib import Path
@@ -128,7 +129,12 @@ async def _bench_serving(request: dict[str, Any], workers: list[Any], client: ht
         child = await asyncio.create_subprocess_exec(*argv, stdout=sink, stderr=subprocess.STDOUT,
                                                      start_new_session=True)
         try:
-            await asyncio.wait_for(child.wait(), settings.deadlines.load)
+            async with asyncio.timeout(settings.deadlines.load):
+                await child.wait()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()  # a cancelled round leaves no load running against its servers
+            raise
         except TimeoutError:
             child.kill()
             await child.wait()

@@ -42,7 +42,8 @@ WATCH_S = 0.5
 
 
 async def _call(ref: Any, timeout: float | None = None) -> Any:
-    return await asyncio.wait_for(asyncio.wrap_future(ref.future()), timeout)
+    async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it drops a cancel that lands as the ref resolves
+        return await asyncio.wrap_future(ref.future())
 
 
 def _failure(found: dict[str, str]) -> RoundFailure:
@@ -85,11 +86,14 @@ class RayRound:
                                 self.origin, self.notes)
         finally:
             teardown = asyncio.ensure_future(self._teardown())
+            cancelled = False
             while not teardown.done():
                 try:
                     await asyncio.shield(teardown)
                 except asyncio.CancelledError:
-                    continue  # the round's processes end before the cancellation goes on
+                    cancelled = True  # the round's processes end before the cancellation goes on
+            if cancelled:
+                raise asyncio.CancelledError
         origin = msgspec.structs.replace(result.provenance, placement=self.placement, processes=self.processes)
         return msgspec.structs.replace(result, provenance=origin, notes=self.notes)
 
