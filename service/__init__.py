@@ -53,6 +53,7 @@ from service.simulator.memory import (
     SPECULATIVE_MAX_RUNNING,
     ResolvedServer,
     ServerStartError,
+    default_chunked_prefill,
     resolve_server,
 )
 
@@ -83,6 +84,7 @@ __all__ = [
     "SPECULATIVE_ALGORITHMS",
     "SPECULATIVE_MAX_RUNNING",
     "ServerStartError",
+    "default_chunked_prefill",
     "resolve_server",
     "LoadAborted",
     "LoadPlan",

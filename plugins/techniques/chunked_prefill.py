@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from plugins.techniques._rules import has_latency_slo, main_server
-from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext
+from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext, default_chunked_prefill
 
 # Casebook case 1 tries 4096, then 2048, and stops: nothing smaller is proposed unless a playbook lists it.
 SMALLEST_CHUNK = 2048
@@ -41,16 +41,26 @@ class ChunkedPrefill(Technique):
                                    "of throughput for a large cut in tail latency (casebook case 1).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        """The first size, alone and with mixed chunk as alternatives; then the next smaller size, alone."""
+        """The first size, alone and with mixed chunk as alternatives; then the next smaller size, alone.
+
+        Where the flag is unset and SGLang's default for the GPU's memory (`memory_hook.py`: 8192 on an 80-141
+        GB GPU, 4096 on a 48 GB one) is already the first size or smaller, setting the first size would change
+        nothing or lengthen the chunk: mixed chunk at the default and the next smaller size are the
+        alternatives instead.
+        """
         sizes = [int(s) for s in ctx.options.get("sizes", [])] or _halvings(start_size(ctx))
         server = main_server(ctx.scenario)
         current = server.chunked_prefill_size
+        mixable = not server.enable_mixed_chunk and server.speculative_algorithm is None
+        default = default_chunked_prefill(ctx.scenario.hardware.spec.hbm_gb)[0]
+        if current is None and default <= sizes[0]:
+            smaller = [s for s in sizes if s < default]
+            at_default = [_chunk(self.name, default, mixed=True)] if mixable else []
+            return at_default + [_chunk(self.name, s, mixed=False) for s in smaller[:1]]
+        smaller = [s for s in sizes if s < (current or sizes[0])]
         if current is None or current <= 0 or current > sizes[0]:
             first = _chunk(self.name, sizes[0], mixed=False)
-            if server.enable_mixed_chunk or server.speculative_algorithm is not None:
-                return [first]
-            return [first, _chunk(self.name, sizes[0], mixed=True)]
-        smaller = [s for s in sizes if s < current]
+            return [first, _chunk(self.name, sizes[0], mixed=True)] if mixable else [first]
         # A later, smaller step is judged against the accepted previous one: diminishing returns roll it back.
         return [_chunk(self.name, smaller[0], mixed=False)] if smaller else []
 

@@ -60,6 +60,31 @@ def test_chunked_prefill_also_proposes_mixed_chunk_except_under_speculation() ->
     assert len(BY_NAME["chunked_prefill"].propose(speculating)) == 1  # SGLang turns mixed chunk off there
 
 
+
+def _chat_on(gpu: str) -> TuningContext:
+    """Case 1's deployment, chunk unset, serving prompts without a long tail (the sweep starts at 8192) on `gpu`."""
+    scen = context("coding-assistant").scenario
+    workload = msgspec.structs.replace(scen.workload, input=msgspec.structs.replace(scen.workload.input, p95=2000))
+    return context("", scenario=msgspec.structs.replace(scen, workload=workload,
+                                                         hardware=msgspec.structs.replace(scen.hardware, gpu=gpu)))
+
+
+def test_chunked_prefill_never_sets_the_chunk_sglang_already_uses_nor_a_longer_one() -> None:
+    h100, l40s = _chat_on("H100-SXM"), _chat_on("L40S")
+    assert main_chunk(h100) is None and main_chunk(l40s) is None
+    # SGLang defaults to 8192 on an 80 GB GPU: "8192" alone would rerun the baseline.
+    assert [d.set_server for d in BY_NAME["chunked_prefill"].propose(h100)] == [
+        {"chunked_prefill_size": 8192, "enable_mixed_chunk": True}, {"chunked_prefill_size": 4096}]
+    # And to 4096 on a 48 GB one: 8192 would lengthen the chunk a latency SLO asks to shorten.
+    assert [d.set_server for d in BY_NAME["chunked_prefill"].propose(l40s)] == [
+        {"chunked_prefill_size": 4096, "enable_mixed_chunk": True}, {"chunked_prefill_size": 2048}]
+    kept = then(h100, BY_NAME["chunked_prefill"].propose(h100)[0])
+    assert [d.set_server for d in BY_NAME["chunked_prefill"].propose(kept)] == [{"chunked_prefill_size": 4096}]
+
+
+def main_chunk(ctx: TuningContext) -> int | None:
+    return ctx.scenario.deployment.groups[0].server.chunked_prefill_size
+
 def test_quantization_proposes_fp8_weights_and_kv() -> None:
     delta = first("quantization", context("coding-assistant"))
     assert delta.set_server == {"quantization": "fp8", "kv_cache_dtype": "fp8_e5m2", "mem_fraction_static": 0.90}
