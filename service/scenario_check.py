@@ -245,12 +245,41 @@ def check_weights_fit(scenario: Scenario) -> list[ValidationIssue]:
         try:
             resolve_server(model, scenario.hardware, group.server)
         except WeightsDoNotFit as exc:
-            issues.append(ValidationIssue(field=group_field(index, "server.tp-size"), flag="--tp-size",
-                                          message=f"the server cannot start: {exc}",
-                                          hint=_fitting_hint(model, scenario, group.server)))
+            issues.append(_chunk_reserve_issue(model, scenario, index, group.server, exc) or ValidationIssue(
+                field=group_field(index, "server.tp-size"), flag="--tp-size",
+                message=f"the server cannot start: {exc}", hint=_fitting_hint(model, scenario, group.server)))
         except ValueError:
             continue  # other start failures (activation headroom) are the runner's to report
     return issues
+
+
+def _chunk_reserve_issue(model: ModelSpec, scenario: Scenario, index: int, server: ServerConfig,
+                         exc: WeightsDoNotFit) -> ValidationIssue | None:
+    """The issue when it is the chunk, not the weights: SGLang's default mem-fraction-static sets aside 1.5 MB
+    per token of the chunk (`memory_hook.py`), so a long chunk on a small GPU leaves the weights no room.
+
+    None when the server would not start with SGLang's default chunk either (the weights are the cause).
+    """
+    chunk = server.chunked_prefill_size
+    if server.mem_fraction_static is not None or chunk is None or chunk <= 0 or not _starts(
+            model, scenario, msgspec.structs.replace(server, chunked_prefill_size=None)):
+        return None
+    fits = next((size for size in (chunk // 2**i for i in range(1, 6)) if size >= 2048 and _starts(
+        model, scenario, msgspec.structs.replace(server, chunked_prefill_size=size))), None)
+    smaller = f"a chunked-prefill-size of {fits} or less" if fits else "SGLang's default chunked-prefill-size"
+    return ValidationIssue(
+        field=group_field(index, "server.chunked-prefill-size"), flag="--chunked-prefill-size",
+        message=f"the server cannot start: {exc}: SGLang's default mem-fraction-static sets aside 1.5 MB per "
+                f"token of the {chunk}-token chunk for activations",
+        hint=f"set mem-fraction-static explicitly, or use {smaller}")
+
+
+def _starts(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> bool:
+    try:
+        resolve_server(model, scenario.hardware, server)
+    except ValueError:
+        return False
+    return True
 
 
 def _fitting_hint(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> str:

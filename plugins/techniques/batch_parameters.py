@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import msgspec
+
 from plugins.techniques._rules import has_latency_slo, main_server, server_has, tried_deltas
-from service import Applicability, ConfigDelta, FlagValue, ServerConfig, Technique, TuningContext
+from service import (
+    Applicability,
+    ConfigDelta,
+    FlagValue,
+    ServerConfig,
+    ServerStartError,
+    Technique,
+    TuningContext,
+    resolve_server,
+)
 
 BIG_CHUNK = 32768  # case 3: latency is irrelevant, so prefills are not split
+SMALLEST_BUNDLE_CHUNK = 8192  # a smaller chunk is SGLang's own default on most GPUs, not a "maximised" one
+BUNDLE_MEM = 0.94  # case 3: "Expand KV pool. Safe to reduce headroom for a dedicated instance."
 MEM_STEP = 0.02  # case 3 probes 0.94 -> 0.96 and rolls back on preemption
 MEM_CEILING = 0.96
 # Casebook "Server Metrics": token_usage 0.5-0.85 is the normal range. Below half, the KV pool can hold
@@ -63,12 +76,13 @@ class BatchParameters(Technique):
         client = ctx.scenario.bench.max_concurrency or ctx.scenario.workload.peak_concurrency or 1
         target = max(512, 2 * client)
         if failed is None and (server.max_running_requests is None or server.max_running_requests < client):
+            chunk, why = _bundle_chunk(ctx, server)
             return [ConfigDelta(
                 technique=self.name,
-                summary=f"batch max: {target} running, chunk {BIG_CHUNK}, prefill {2 * BIG_CHUNK}, mem 0.94, "
-                        "conservativeness 0.3",
-                set_server={"chunked_prefill_size": BIG_CHUNK, "max_running_requests": target,
-                            "max_prefill_tokens": 2 * BIG_CHUNK, "mem_fraction_static": 0.94,
+                summary=f"batch max: {target} running, chunk {chunk}, prefill {2 * chunk}, mem {BUNDLE_MEM}, "
+                        f"conservativeness 0.3{why}",
+                set_server={"chunked_prefill_size": chunk, "max_running_requests": target,
+                            "max_prefill_tokens": 2 * chunk, "mem_fraction_static": BUNDLE_MEM,
                             "schedule_conservativeness": 0.3},
                 client_concurrency=target)]
         return self._probes(ctx, server, client)
@@ -77,7 +91,7 @@ class BatchParameters(Technique):
         """Past the bundle: the 0.96 KV probe, then the running cap and client load (case 3 rounds 3-4)."""
         out: list[ConfigDelta] = []
         mem = server.mem_fraction_static or 0.0
-        if 0.94 <= mem < MEM_CEILING:
+        if BUNDLE_MEM <= mem < MEM_CEILING:
             new = round(min(MEM_CEILING, mem + MEM_STEP), 2)
             out.append(ConfigDelta(technique=self.name, summary=f"mem-fraction-static {new}",
                                    set_server={"mem_fraction_static": new}))
@@ -94,6 +108,38 @@ class BatchParameters(Technique):
                                    client_concurrency=doubled))
         tried = {(tuple(sorted(d.set_server.items())), d.client_concurrency) for d in tried_deltas(ctx, self.name)}
         return [d for d in out if (tuple(sorted(d.set_server.items())), d.client_concurrency) not in tried]
+
+
+def _starts(ctx: TuningContext, server: ServerConfig) -> bool:
+    try:
+        resolve_server(ctx.model, ctx.scenario.hardware, server)
+    except ServerStartError:
+        return False
+    return True
+
+
+def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
+    """The bundle's chunk: the casebook's 32768 where a server with it starts at mem-fraction-static 0.94, else
+    the largest halving (down to 8192) that does, with a note of why.
+
+    The non-static share (6% of an 80 GB H100, 4.8 GB; 2.9 GB of a 48 GB L40S) must hold a chunk's forward
+    pass and the CUDA graphs: a 32768-token pass of a 4B model with its graphs needs 3.5 GiB, so on a 48 GB
+    GPU the casebook's bundle fails at start with CUDA out of memory and measures nothing.
+    """
+    chunk = BIG_CHUNK
+    while True:
+        trial = msgspec.structs.replace(server, chunked_prefill_size=chunk, max_prefill_tokens=2 * chunk,
+                                        mem_fraction_static=BUNDLE_MEM)
+        if not _starts(ctx, trial):
+            if chunk // 2 >= SMALLEST_BUNDLE_CHUNK:
+                chunk //= 2
+                continue
+            return BIG_CHUNK, ""  # nothing smaller starts either: the runner names why
+        if chunk == BIG_CHUNK:
+            return chunk, ""
+        gpu = ctx.scenario.hardware.spec
+        return chunk, (f" ({BIG_CHUNK} would not start: its forward pass does not fit beside a {BUNDLE_MEM} static "
+                       f"pool on a {gpu.hbm_gb:.0f} GB {ctx.scenario.hardware.gpu})")
 
 
 def _failed_bundle(ctx: TuningContext, server: ServerConfig) -> ConfigDelta | None:

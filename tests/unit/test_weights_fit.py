@@ -62,3 +62,19 @@ def test_a_checkpoint_stored_quantized_is_sized_in_its_own_bits(tmp_path: Path) 
     # A method whose bits are not read here is not refused on a guess.
     odd = _llama_70b(tmp_path, quantization_config={"quant_method": "bitsandbytes"})
     assert not errors(check_scenario(scenario(odd, "H100-SXM", 1, deployment(odd), clients=8)))
+
+
+def test_a_chunk_whose_activation_reserve_leaves_the_weights_no_room_is_named_not_the_weights() -> None:
+    # SGLang's default mem-fraction-static sets aside 1.5 MB per chunk token: 32768 tokens take all of a 48 GB
+    # L40S, though a 4B model's 7.5 GiB of weights fit with the default 4096-token chunk.
+    model = "Qwen/Qwen3.6-4B"
+    long_chunk = scenario(model, "L40S", 1, deployment(model, chunked_prefill_size=32768), clients=8)
+    [issue] = errors(check_scenario(long_chunk))
+    assert issue.field == "deployment.groups[0].server.chunked-prefill-size"
+    assert "1.5 MB per token of the 32768-token chunk" in issue.message
+    assert issue.hint == "set mem-fraction-static explicitly, or use a chunked-prefill-size of 16384 or less"
+    assert "fp8" not in issue.hint
+    assert not errors(check_scenario(scenario(model, "L40S", 1, deployment(model, chunked_prefill_size=16384),
+                                              clients=8)))
+    assert not errors(check_scenario(scenario(model, "L40S", 1, deployment(
+        model, chunked_prefill_size=32768, mem_fraction_static=0.85), clients=8)))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+import pytest
 
 from plugins.techniques.batch_parameters import BUNDLE, BatchParameters
-from service import SLO, ConfigDelta, Objective, Playbook, Scenario
+from service import SLO, ConfigDelta, Objective, Playbook, Scenario, ServerStartError, resolve_server
 from service.engine import EngineParts, TuningEngine, apply_delta, delta_key
 from tests.unit.engine.fakes import FakeRunner, ThroughputPolicy, model_spec
 from tests.unit.techniques.scenarios import context, deployment, scenario
@@ -90,3 +91,24 @@ def test_through_the_engine_the_paying_part_of_a_losing_bundle_is_kept() -> None
     assert kept == ["chunked-prefill-size 32768 alone"]
     final = outcome.final.deployment.groups[0].server
     assert final.chunked_prefill_size == 32768 and final.mem_fraction_static != 0.94
+
+
+def test_the_bundle_chunk_is_the_largest_that_starts_beside_a_094_pool_on_this_gpu() -> None:
+    one_l40s = msgspec.structs.replace(
+        scenario(MODEL, "L40S", 1, deployment(MODEL, tp=1), clients=128, slo=SLO()),
+        objective=Objective(kind="throughput"))
+    ctx = context(one_l40s)
+    [bundle] = BATCH.propose(ctx)
+    chunk = bundle.set_server["chunked_prefill_size"]
+    assert chunk == 16384 and bundle.set_server["max_prefill_tokens"] == 2 * chunk
+    assert "32768 would not start" in bundle.summary and "48 GB L40S" in bundle.summary
+    server = one_l40s.deployment.groups[0].server
+    as_set = msgspec.structs.replace(server, **bundle.set_server)  # type: ignore[arg-type]
+    assert resolve_server(ctx.model, one_l40s.hardware, as_set).pool_tokens > 0
+    with pytest.raises(ServerStartError, match="CUDA out of memory at start"):
+        resolve_server(ctx.model, one_l40s.hardware, msgspec.structs.replace(
+            as_set, chunked_prefill_size=32768, max_prefill_tokens=65536))
+    # On an 80 GB GPU the casebook's own bundle starts, and is proposed as the casebook wrote it.
+    h100 = msgspec.structs.replace(one_l40s, hardware=msgspec.structs.replace(one_l40s.hardware, gpu="H100-SXM"))
+    [casebook] = BATCH.propose(context(h100))
+    assert casebook.set_server["chunked_prefill_size"] == 32768 and "would not start" not in casebook.summary
