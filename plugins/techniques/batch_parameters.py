@@ -75,7 +75,10 @@ class BatchParameters(Technique):
                 return singles
         client = ctx.scenario.bench.max_concurrency or ctx.scenario.workload.peak_concurrency or 1
         target = max(512, 2 * client)
-        if failed is None and (server.max_running_requests is None or server.max_running_requests < client):
+        bundled = any(set(BUNDLE) <= set(d.set_server) for d in tried_deltas(ctx, self.name))
+        # Once the bundle ran (kept or not), the batch moves by the probes: a kept bundle whose clients were
+        # raised past its running cap later is not maximised a second time.
+        if not bundled and (server.max_running_requests is None or server.max_running_requests < client):
             chunk, why = _bundle_chunk(ctx, server)
             return [ConfigDelta(
                 technique=self.name,

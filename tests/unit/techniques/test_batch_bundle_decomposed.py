@@ -112,3 +112,13 @@ def test_the_bundle_chunk_is_the_largest_that_starts_beside_a_094_pool_on_this_g
     h100 = msgspec.structs.replace(one_l40s, hardware=msgspec.structs.replace(one_l40s.hardware, gpu="H100-SXM"))
     [casebook] = BATCH.propose(context(h100))
     assert casebook.set_server["chunked_prefill_size"] == 32768 and "would not start" not in casebook.summary
+
+
+def test_a_kept_bundle_is_not_maximised_again_once_the_clients_pass_its_cap() -> None:
+    scen = offline_job()
+    [bundle] = BATCH.propose(context(scen))
+    clients = ConfigDelta(technique=BATCH.name, summary="", client_concurrency=1200)
+    later = apply_delta(apply_delta(scen, bundle), clients)
+    assert later.bench.max_concurrency == 1200 > later.deployment.groups[0].server.max_running_requests
+    after = BATCH.propose(context(later, tried=[delta_key(bundle), delta_key(clients)]))
+    assert not [d for d in after if set(BUNDLE) <= set(d.set_server)]
