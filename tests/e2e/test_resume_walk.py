@@ -32,13 +32,14 @@ def test_a_resumed_job_neither_repeats_a_technique_nor_forgets_a_reopened_step()
     uninterrupted = asyncio.run(_engine(whole).run())
     walk = _walk(uninterrupted)
     techniques = [t for _, t, _, _ in walk]
-    # The job this pins: chunked prefill sweeps over rounds 2-4, EAGLE3 is kept and reopens parallelism.
+    # The job this pins: chunked prefill sweeps over rounds 2-3 (mixed chunk at the L40S's default 4096 kept,
+    # 2048 rolled back), EAGLE3 is kept and reopens parallelism.
     eagle = techniques.index("speculative_decoding")
     assert techniques[eagle + 1] == "parallelism" and techniques.count("parallelism") == 2
-    assert techniques[2:5] == ["chunked_prefill"] * 3
+    assert techniques[2:4] == ["chunked_prefill"] * 2 and walk[2][3] in ("accept", "keep_tradeoff")
     # Stopped after the sweep's kept step (a resumed walk once split the chunked deployment again first), and
     # right after EAGLE3 was kept (the reopened parallelism step is still owed).
-    for cut in (4, eagle + 1):
+    for cut in (3, eagle + 1):
         history = whole.history(before_round=cut)
         resumed = asyncio.run(_engine(MemoryJournal()).resume(history, whole.skipped(before_round=cut)))
         assert _walk(resumed) == walk, f"resumed before round {cut}"
@@ -47,8 +48,8 @@ def test_a_resumed_job_neither_repeats_a_technique_nor_forgets_a_reopened_step()
     # A journal of a job resumed before skips were kept can record a skip of a step that then ran on the same
     # line (chunked prefill, mid-sweep): the rounds win, and the sweep goes on.
     stale = SkippedStep(technique="chunked_prefill", reason="judged again before the restart")
-    resumed = asyncio.run(_engine(MemoryJournal()).resume(whole.history(before_round=4),
-                                                         [*whole.skipped(before_round=4), stale]))
+    resumed = asyncio.run(_engine(MemoryJournal()).resume(whole.history(before_round=3),
+                                                         [*whole.skipped(before_round=3), stale]))
     assert _walk(resumed) == walk
 
 
