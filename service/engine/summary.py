@@ -62,7 +62,8 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
             f"{c.name} {_figure(c.actual, c.name)} against {_figure(c.target, c.name)}" for c in missed) + ".")
         lines += [f"Capacity to meet it: {line}." for line in capacity]
         if not capacity:
-            lines.append("More GPUs of the same deployment would not by themselves meet a latency target; "
+            lines.append("No GPU count is estimated for a latency target: more replicas shorten a tail that comes "
+                         "from load (queued requests, prefills competing), not the time one request takes alone; "
                          "see the rounds for the figure closest to it.")
     elif job.state is JobState.SUCCEEDED and checks:
         lines.append("The final deployment meets every SLO target.")
