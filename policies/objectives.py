@@ -135,7 +135,8 @@ def _batch_effect(ev: Evaluation, objective: Objective, settings: PolicySettings
     # headroom (nightly batch: 9B + EAGLE3 at 16.9 h, removing it 14.1 h, the batch 10.6 h).
     before = {c.name: c for c in ev.base_checks}
     missed = [c for c in ev.cand_checks if not c.met]
-    blocking = [c for c in missed if c.name in LATENCY_TARGETS or not moved_closer(c, before.get(c.name))]
+    blocking = [c for c in missed if not (_latency_closer(ev, c) if c.name in LATENCY_TARGETS
+                                          else moved_closer(c, before.get(c.name)))]
     if blocking:
         return Verdict.ROLLBACK, f"rolled back: no SLO headroom ({', '.join(c.name for c in blocking)} missed)"
     p99_ttft = ev.change("p99_ttft_ms")
@@ -150,6 +151,22 @@ def _batch_effect(ev: Evaluation, objective: Objective, settings: PolicySettings
     if objective.kind == "latency" and p99_ttft.direction is Direction.WORSE:
         return Verdict.KEEP_TRADEOFF, "kept: the p99 TTFT rise stays within the SLO margin"
     return Verdict.KEEP_TRADEOFF, "kept within SLO headroom"
+
+
+def _latency_closer(ev: Evaluation, check: SLOCheck) -> bool:
+    """Whether a missed latency target is closer beyond noise: the two sides' intervals for it are apart, and
+    no pattern figure behind it got worse.
+
+    The latency a batch effect raises then lies elsewhere (the running cap raised under EAGLE3: median ITL
+    3.7 -> 6.4 ms against a 50 ms target, p95 TTFT 29.0 -> 21.4 s against 1 s): that latency has headroom,
+    and the target the deployment misses is the one the change serves.
+    """
+    base, cand = ev.base_judged.get(check.name), ev.cand_judged.get(check.name)
+    if base is None or cand is None or base.low is None or cand.high is None:
+        return False
+    if not cand.high < base.low:
+        return False
+    return all(ev.change(key).direction is not Direction.WORSE for key in NAMED_FIGURES.get(check.name, ()))
 
 
 def _further_from_missed(ev: Evaluation) -> str:

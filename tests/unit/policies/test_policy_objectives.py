@@ -84,3 +84,25 @@ def test_decisions_round_trip_as_json():
                                        Objective())
     again = msgspec.json.decode(msgspec.json.encode(decision), type=type(decision))
     assert again == decision
+
+
+def test_a_batch_effect_that_brings_a_missed_ttft_target_closer_beyond_noise_is_accepted():
+    # The running cap raised under EAGLE3 at 512 streams: more throughput, median ITL up but far inside its
+    # target, the missed TTFT p95 halved. The latency that rose has headroom; the missed one is served.
+    baseline = [make_round(seed) for seed in (7, 17, 27)]
+    candidate = [make_round(seed + 1, concurrency=40, tpot_ms=36.0, ttft_scale=0.5) for seed in (7, 17, 27)]
+    slo = SLO(ttft_p95_ms=300, itl_median_ms=60)
+    decision = CasebookPolicy().decide(baseline, candidate, slo, Objective(kind="latency"))
+    assert (decision.pattern, decision.verdict) == (Pattern.THROUGHPUT_UP_LATENCY_UP, Verdict.ACCEPT)
+    assert decision.figures["median_itl_ms.change"] > 0.2 and decision.figures["slo.ttft_p95_ms.candidate_met"] == 0
+    assert "brings the missed target closer, still missed (ttft_p95_ms 2417 -> 1231 (target 300))" in (
+        decision.reasons[0])
+    # The same trade where the latency that rose is the one missed: no headroom, rolled back.
+    tight_itl = CasebookPolicy().decide(baseline, candidate, SLO(ttft_p95_ms=300, itl_median_ms=30),
+                                        Objective(kind="latency"))
+    assert tight_itl.verdict is Verdict.ROLLBACK and "breaks an SLO the baseline met (itl_median_ms" in (
+        tight_itl.reasons[0])
+    # A TTFT that moves closer by less than the two sides' intervals allow is no reason to buy the ITL.
+    slight = [make_round(seed + 1, concurrency=40, tpot_ms=36.0, ttft_scale=0.97) for seed in (7, 17, 27)]
+    within = CasebookPolicy().decide(baseline, slight, slo, Objective(kind="latency"))
+    assert within.verdict is Verdict.ROLLBACK and "no SLO headroom (ttft_p95_ms missed)" in within.reasons[0]
