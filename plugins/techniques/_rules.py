@@ -16,9 +16,11 @@ from service import (
     RouterConfig,
     Scenario,
     ServerConfig,
+    ServerStartError,
     TuningContext,
     WorkerGroup,
     dtype_bytes,
+    resolve_server,
 )
 
 # Casebook case 2, HiCache break-even: "H100 FP8 1,979 TFLOPS x 4 GPUs x 60% effective".
@@ -121,7 +123,8 @@ def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:
 
 
 def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
-    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV.
+    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV; where that
+    is no smaller than the current TP, the smallest whose KV pool holds its share of the load (`kv_shortfall`).
 
     Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2). A model that small on one GPU (an 8B BF16
     model is 20% of an 80 GB H100; the 27B in FP8 19% of an H200) is offered as TP1 replicas too, plain data
@@ -132,7 +135,40 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     tp = 1
     while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
         tp *= 2
+    if tp < server.tp_size:
+        return tp
+    # The 25% rule leaves nothing smaller than the current TP (a BF16 MoE carries every expert's weights):
+    # the casebook's capacity calculation decides instead, the smallest TP whose instance starts and whose KV
+    # pool holds its share of the clients at the p95 context.
+    smaller = 1
+    while smaller < server.tp_size:
+        if kv_shortfall(model, scenario, msgspec.structs.replace(server, tp_size=smaller),
+                        scenario.deployment.total_gpus() // smaller) is None:
+            return smaller
+        smaller *= 2
     return tp
+
+
+def kv_need(scenario: Scenario, replicas: int) -> tuple[float, int, int]:
+    """(clients per instance, p95 context, the tokens they hold): casebook "Capacity Calculation", every request
+    in flight at the p95 context ("p95 scenario (28,000 tokens x 25 requests)")."""
+    bench, workload = scenario.bench, scenario.workload
+    clients = (bench.max_concurrency or workload.peak_concurrency or 1) / max(replicas, 1)
+    context = workload.input.p95_tokens() + workload.output.p95_tokens()
+    return clients, context, math.ceil(clients * context)
+
+
+def kv_shortfall(model: ModelSpec, scenario: Scenario, server: ServerConfig, replicas: int) -> str | None:
+    """Why `replicas` instances of `server` could not hold the load's KV (None when they can)."""
+    try:
+        pool = resolve_server(model, scenario.hardware, server).pool_tokens
+    except ServerStartError as exc:
+        return f"it would not start: {exc}"
+    clients, context, need = kv_need(scenario, replicas)
+    if pool >= need:
+        return None
+    return (f"its KV pool of {pool:,} tokens per instance is short of the {need:,} that {clients:g} requests at "
+            f"the p95 context of {context:,} tokens need")
 
 
 def replica_split(scenario: Scenario, tp: int, policy: str) -> Deployment:

@@ -16,11 +16,11 @@ other technique re-cuts the same GPUs, so a job that starts on the wrong number 
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import msgspec
 
+from plugins.techniques._rules import kv_need, kv_shortfall
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -49,26 +49,19 @@ def _kv_short(ctx: TuningContext, smaller: Deployment) -> str:
     within the casebook's normal usage (at most 0.85 of the pool).
     """
     group = smaller.groups[0]
-    try:
-        pool = _pool(ctx, group.server)
-    except ServerStartError as exc:
-        return f"it would not start: {exc}"
-    bench, workload = ctx.scenario.bench, ctx.scenario.workload
-    total = bench.max_concurrency or workload.peak_concurrency or 1
-    clients = total / group.replicas
-    context = workload.input.p95_tokens() + workload.output.p95_tokens()
-    need = math.ceil(clients * context)
-    if pool >= need:
+    short = kv_shortfall(ctx.model, ctx.scenario, group.server, group.replicas)
+    if short is None:
         return ""
-    short = (f"its KV pool of {pool:,} tokens per instance is short of the {need:,} that {clients:g} requests at "
-             f"the p95 context of {context:,} tokens need")
+    if short.startswith("it would not start"):
+        return short
+    pool = _pool(ctx, group.server)
     current = ctx.scenario.deployment.groups[0]
     usage = ctx.baseline.server.token_usage if ctx.baseline is not None else 0.0
     try:
         held = _pool(ctx, current.server)
     except ServerStartError:
         return short
-    if usage <= 0 or held >= math.ceil(total / current.replicas * context):
+    if usage <= 0 or held >= kv_need(ctx.scenario, current.replicas)[2]:
         return short
     occupied = usage * held * current.replicas / group.replicas
     if occupied <= NORMAL_USAGE * pool:
