@@ -123,8 +123,8 @@ def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:
 
 
 def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
-    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV; where that
-    is no smaller than the current TP, the smallest whose KV pool holds its share of the load (`kv_shortfall`).
+    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV; for an MoE
+    where that is no smaller than the current TP, the smallest whose KV pool holds its share of the load.
 
     Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2). A model that small on one GPU (an 8B BF16
     model is 20% of an 80 GB H100; the 27B in FP8 19% of an H200) is offered as TP1 replicas too, plain data
@@ -135,11 +135,12 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     tp = 1
     while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
         tp *= 2
-    if tp < server.tp_size:
+    if tp < server.tp_size or not model.is_moe:
         return tp
-    # The 25% rule leaves nothing smaller than the current TP (a BF16 MoE carries every expert's weights):
-    # the casebook's capacity calculation decides instead, the smallest TP whose instance starts and whose KV
-    # pool holds its share of the clients at the p95 context.
+    # The 25% rule is the casebook's for dense models, whose KV grows with their weights. An MoE's weights are
+    # mostly experts while its KV is its attention's: where the rule leaves nothing smaller than the current
+    # TP (a BF16 MoE carries every expert), the casebook's capacity calculation decides instead, the smallest
+    # TP whose instance starts and whose KV pool holds its share of the clients at the p95 context.
     smaller = 1
     while smaller < server.tp_size:
         if kv_shortfall(model, scenario, msgspec.structs.replace(server, tp_size=smaller),
