@@ -53,6 +53,9 @@ from service import (
     write_bench_traces,
 )
 
+# How long a launch waits for a busy listener to free before it fails with port_in_use.
+PORT_SETTLE_S = 2.0
+
 
 def load_plan(scenario: Scenario, settings: RunnerSettings, base_url: str, seed: int | None, *,
               model: str | None = None, time_scale: float = 1.0) -> LoadPlan:
@@ -114,7 +117,7 @@ class LocalRound:
             self._end_orphans()
             self.notes.extend(bind_warnings(self.scenario, self.settings))
             _, specs = plan_launch(self.scenario, self.settings, cost_model=self.cost_model)
-            if busy := busy_ports(self.scenario, worker_listeners(specs)):
+            if busy := await self._busy_ports(worker_listeners(specs)):
                 raise RoundFailure("port_in_use", "start", f"already in use before launch: {', '.join(busy)}; "
                                                            "stop what holds it, or set remap_ports = true")
             async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
@@ -122,6 +125,14 @@ class LocalRound:
                 return await self._measure(client)
         except RoundFailure as failure:
             return failed(failure, self.origin, self.notes)
+
+    async def _busy_ports(self, listeners: list[tuple[str, int]]) -> list[str]:
+        """The launch's listeners something holds, once a just-ended holder's sockets had `PORT_SETTLE_S` to go:
+        the kernel can release a killed orphan's listener a moment after the process is gone."""
+        deadline = time.monotonic() + PORT_SETTLE_S
+        while (busy := busy_ports(self.scenario, listeners)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return busy
 
     def _end_orphans(self) -> None:
         """End what a dead owner's round left running, before this round needs its GPUs and ports."""
