@@ -55,6 +55,7 @@ from service.simulator.memory import (
     ServerStartError,
     default_chunked_prefill,
     resolve_server,
+    server_starts,
 )
 
 __all__ = [
@@ -86,6 +87,7 @@ __all__ = [
     "ServerStartError",
     "default_chunked_prefill",
     "resolve_server",
+    "server_starts",
     "LoadAborted",
     "LoadPlan",
     "PhaseDeadlines",

@@ -31,7 +31,7 @@ from service.sglang.safety import looks_like_flag, unsafe_character
 from service.sglang.topology import group_field
 from service.sglang.validate import validate_scenario
 from service.sglang.values import ValidationIssue, errors
-from service.simulator.memory import WeightsDoNotFit, resolve_server, weights_per_gpu
+from service.simulator.memory import WeightsDoNotFit, resolve_server, server_starts, weights_per_gpu
 
 __all__ = ["ScenarioRefused", "check_candidate", "check_scenario", "refusal_line", "require_valid_scenario"]
 
@@ -261,25 +261,17 @@ def _chunk_reserve_issue(model: ModelSpec, scenario: Scenario, index: int, serve
     None when the server would not start with SGLang's default chunk either (the weights are the cause).
     """
     chunk = server.chunked_prefill_size
-    if server.mem_fraction_static is not None or chunk is None or chunk <= 0 or not _starts(
-            model, scenario, msgspec.structs.replace(server, chunked_prefill_size=None)):
+    if server.mem_fraction_static is not None or chunk is None or chunk <= 0 or not server_starts(
+            model, scenario.hardware, msgspec.structs.replace(server, chunked_prefill_size=None)):
         return None
-    fits = next((size for size in (chunk // 2**i for i in range(1, 6)) if size >= 2048 and _starts(
-        model, scenario, msgspec.structs.replace(server, chunked_prefill_size=size))), None)
+    fits = next((size for size in (chunk // 2**i for i in range(1, 6)) if size >= 2048 and server_starts(
+        model, scenario.hardware, msgspec.structs.replace(server, chunked_prefill_size=size))), None)
     smaller = f"a chunked-prefill-size of {fits} or less" if fits else "SGLang's default chunked-prefill-size"
     return ValidationIssue(
         field=group_field(index, "server.chunked-prefill-size"), flag="--chunked-prefill-size",
         message=f"the server cannot start: {exc}: SGLang's default mem-fraction-static sets aside 1.5 MB per "
                 f"token of the {chunk}-token chunk for activations",
         hint=f"set mem-fraction-static explicitly, or use {smaller}")
-
-
-def _starts(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> bool:
-    try:
-        resolve_server(model, scenario.hardware, server)
-    except ValueError:
-        return False
-    return True
 
 
 def _fitting_hint(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> str:

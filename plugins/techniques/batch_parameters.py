@@ -12,10 +12,9 @@ from service import (
     ConfigDelta,
     FlagValue,
     ServerConfig,
-    ServerStartError,
     Technique,
     TuningContext,
-    resolve_server,
+    server_starts,
 )
 
 BIG_CHUNK = 32768  # case 3: latency is irrelevant, so prefills are not split
@@ -113,14 +112,6 @@ class BatchParameters(Technique):
         return [d for d in out if (tuple(sorted(d.set_server.items())), d.client_concurrency) not in tried]
 
 
-def _starts(ctx: TuningContext, server: ServerConfig) -> bool:
-    try:
-        resolve_server(ctx.model, ctx.scenario.hardware, server)
-    except ServerStartError:
-        return False
-    return True
-
-
 def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
     """The bundle's chunk: the casebook's 32768 where a server with it starts at mem-fraction-static 0.94, else
     the largest halving (down to 8192) that does, with a note of why.
@@ -133,7 +124,7 @@ def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
     while True:
         trial = msgspec.structs.replace(server, chunked_prefill_size=chunk, max_prefill_tokens=2 * chunk,
                                         mem_fraction_static=BUNDLE_MEM)
-        if not _starts(ctx, trial):
+        if not server_starts(ctx.model, ctx.scenario.hardware, trial):
             if chunk // 2 >= SMALLEST_BUNDLE_CHUNK:
                 chunk //= 2
                 continue

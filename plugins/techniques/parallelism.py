@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import main_server, replica_split, sharing_rate, smallest_replica_tp
+from plugins.techniques._rules import main_server, replica_split, sharing_rate, smallest_replica_tp, tried_deltas
 from service import Applicability, ConfigDelta, Technique, TuningContext
 
 # Casebook "Prefix Sharing Rate": below 0.2 RadixAttention offers almost no benefit.
@@ -48,6 +48,31 @@ def smg_policies(ctx: TuningContext) -> dict[str, str]:
 def preferred_policy(ctx: TuningContext) -> str:
     """cache_aware when prefixes are shared (cases 1, 2), else power_of_two for pure load balance (case 5)."""
     return "cache_aware" if sharing_rate(ctx.scenario) >= CACHE_WORTHWHILE else "power_of_two"
+
+
+def _layout(delta: ConfigDelta) -> tuple[int, int, str | None] | None:
+    """(TP, replicas, router policy) of a candidate that re-cuts the deployment (None when it does not)."""
+    if delta.deployment is None or len(delta.deployment.groups) != 1:
+        return None
+    group, router = delta.deployment.groups[0], delta.deployment.router
+    return group.server.tp_size, group.replicas, router.policy if router else None
+
+
+def _split_candidates(ctx: TuningContext, compare: list[str]) -> tuple[list[ConfigDelta], list[str]]:
+    """The replica splits router_policy would run on one instance, and the ones parallelism already ran.
+
+    A layout and router policy that parallelism measured in this job (and rolled back, or the deployment
+    would no longer be one instance) answers the routing question too: the same split is not run twice.
+    """
+    tp = smallest_replica_tp(ctx.model, ctx.scenario)
+    replicas = ctx.scenario.deployment.total_gpus() // tp
+    measured = {_layout(delta) for delta in tried_deltas(ctx, Parallelism.name)}
+    fresh, done = [], []
+    for policy in compare:
+        delta = ConfigDelta(technique=RouterPolicy.name, summary=f"TP{tp} x {replicas} + {policy} router",
+                            deployment=replica_split(ctx.scenario, tp, policy))
+        (done if _layout(delta) in measured else fresh).append(delta)
+    return fresh, [delta.summary for delta in done]
 
 
 def _single_unified(ctx: TuningContext) -> bool:
@@ -109,6 +134,10 @@ class RouterPolicy(Technique):
         if _single_unified(ctx):
             if deployment.total_gpus() < 2 * smallest_replica_tp(ctx.model, ctx.scenario):
                 return Applicability(False, "Too few GPUs for two replicas, so there is nothing to route.")
+            fresh, done = _split_candidates(ctx, _compared(ctx))
+            if not fresh:
+                return Applicability(False, f"Parallelism already measured {' and '.join(done)} in this job; "
+                                            "the same split is not run again for its router.")
             return Applicability(True, f"Splitting into replicas makes routing part of the caching strategy; "
                                        f"sharing rate {sharing_rate(ctx.scenario):.2f} favours {preferred} (case 2).")
         current = deployment.router.policy if deployment.router else None
@@ -121,15 +150,17 @@ class RouterPolicy(Technique):
         return Applicability(True, f"The router uses {current}; " + "; ".join(reasons) + ".")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        compare = [str(p) for p in ctx.options.get("compare", [])] or [preferred_policy(ctx), *smg_policies(ctx)]
+        compare = _compared(ctx)
         if _single_unified(ctx):
-            tp = smallest_replica_tp(ctx.model, ctx.scenario)
-            replicas = ctx.scenario.deployment.total_gpus() // tp
-            return [ConfigDelta(technique=self.name, summary=f"TP{tp} x {replicas} + {policy} router",
-                                deployment=replica_split(ctx.scenario, tp, policy)) for policy in compare]
+            return _split_candidates(ctx, compare)[0]
         router = ctx.scenario.deployment.router
         if router is None:
             return []
         return [ConfigDelta(technique=self.name, summary=f"router policy {policy}",
                             router=msgspec.structs.replace(router, policy=policy))
                 for policy in compare if policy != router.policy]
+
+
+def _compared(ctx: TuningContext) -> list[str]:
+    """The router policies to compare: the playbook's `compare` option, else the casebook's and SMG's."""
+    return [str(p) for p in ctx.options.get("compare", [])] or [preferred_policy(ctx), *smg_policies(ctx)]

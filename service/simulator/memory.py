@@ -199,6 +199,15 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
         world_size=max(server.tp_size * server.pp_size, 1))
 
 
+def server_starts(model: ModelSpec, hardware: Hardware, server: ServerConfig) -> bool:
+    """Whether one instance of `server` starts on `hardware` (resolve_server raises no ServerStartError)."""
+    try:
+        resolve_server(model, hardware, server)
+    except ServerStartError:
+        return False
+    return True
+
+
 def _default_max_running(model: ModelSpec, server: ServerConfig, pool: int) -> int:
     if (server.speculative_algorithm or "").upper() in SPECULATIVE_ALGORITHMS:
         return SPECULATIVE_MAX_RUNNING
