@@ -106,9 +106,17 @@ class MoeParallelism(Technique):
         gpus = ep_instance_gpus(ctx)
         group = ctx.scenario.deployment.groups[0]
         replicas = max(1, ctx.scenario.hardware.total_gpus // gpus)
-        worker = msgspec.structs.replace(group, replicas=replicas,
-                                         server=ep_server(main_server(ctx.scenario), gpus, overlap))
+        server = ep_server(main_server(ctx.scenario), gpus, overlap)
         summary = f"EP{gpus} + DP attention {gpus // GPUS_PER_DP_GROUP} x {replicas}"
+        cap = server.max_running_requests
+        if cap and group.replicas != replicas:
+            # A running cap sized for each of the current instances' share of the clients: the EP instances
+            # take the same clients in fewer, wider instances (two TP8 replicas capped at 64 merged into one
+            # EP16 instance at 64 left half the clients queued, p95 TTFT 12.6 -> 28 s).
+            cap = -(-cap * group.replicas // replicas)
+            server = msgspec.structs.replace(server, max_running_requests=cap)
+            summary += f", max-running-requests {cap} (the {group.replicas} instances' caps together)"
+        worker = msgspec.structs.replace(group, replicas=replicas, server=server)
         return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
                            deployment=msgspec.structs.replace(ctx.scenario.deployment, groups=[worker]))
 

@@ -106,3 +106,37 @@ def test_a_batch_effect_that_brings_a_missed_ttft_target_closer_beyond_noise_is_
     slight = [make_round(seed + 1, concurrency=40, tpot_ms=36.0, ttft_scale=0.97) for seed in (7, 17, 27)]
     within = CasebookPolicy().decide(baseline, slight, slo, Objective(kind="latency"))
     assert within.verdict is Verdict.ROLLBACK and "no SLO headroom (ttft_p95_ms missed)" in within.reasons[0]
+
+
+def _with_goodput(result, ttft_ms: float, tpot_ms: float):
+    """`result` with bench_serving's request goodput: the requests within both bounds, per second."""
+    within = sum(1 for t, p in zip(result.samples.ttft_ms, result.samples.tpot_ms, strict=True)
+                 if t <= ttft_ms and p <= tpot_ms)
+    bench = msgspec.structs.replace(result.bench, request_goodput=within / result.bench.duration,
+                                    goodput_slos_ms={"ttft": ttft_ms, "tpot": tpot_ms})
+    return msgspec.structs.replace(result, bench=bench)
+
+
+def test_a_batch_effect_that_leaves_a_missed_target_where_it_was_and_raises_goodput_is_kept():
+    # Speculative decoding on an agentic load whose TTFT tail misses its target either way: decode twice as
+    # fast (throughput and median ITL), a longer ITL tail with no target on it, TTFT as it was.
+    slo = SLO(ttft_p95_ms=1500, itl_median_ms=60)
+    baseline = [_with_goodput(make_round(seed), 1500, 60) for seed in (7, 17, 27)]
+    candidate = [_with_goodput(make_round(seed + 1, decode_speed=2.0, itl_tail_scale=10.0), 1500, 60)
+                 for seed in (7, 17, 27)]
+    decision = CasebookPolicy().decide(baseline, candidate, slo, Objective(kind="throughput"))
+    assert decision.figures["slo.ttft_p95_ms.candidate_met"] == 0 and decision.figures["slo.ttft_p95_ms.baseline_met"] == 0
+    assert decision.figures["p99_itl_ms.change"] > 0.3 and decision.figures["output_throughput.change"] > 0.5
+    assert decision.verdict is Verdict.KEEP_TRADEOFF, decision.reasons[0]
+    assert "the missed target holds within noise (ttft_p95_ms" in decision.reasons[0]
+    assert "more requests meet every bound (goodput +" in decision.reasons[0]
+    # Without a goodput figure nothing says more requests are served within the SLO: no headroom, rolled back.
+    bare = [make_round(seed + 1, decode_speed=2.0, itl_tail_scale=10.0) for seed in (7, 17, 27)]
+    plain = CasebookPolicy().decide([make_round(seed) for seed in (7, 17, 27)], bare, slo,
+                                    Objective(kind="throughput"))
+    assert plain.verdict is Verdict.ROLLBACK and "no SLO headroom (ttft_p95_ms missed)" in plain.reasons[0]
+    # The same change with every TTFT 30% longer moves the missed target away: rolled back.
+    slower = [_with_goodput(make_round(seed + 1, decode_speed=2.0, itl_tail_scale=10.0, ttft_scale=1.3), 1500, 60)
+              for seed in (7, 17, 27)]
+    worse = CasebookPolicy().decide(baseline, slower, slo, Objective(kind="throughput"))
+    assert worse.verdict is Verdict.ROLLBACK, worse.reasons[0]
