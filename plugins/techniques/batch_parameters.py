@@ -20,6 +20,7 @@ from service import (
 BIG_CHUNK = 32768  # case 3: latency is irrelevant, so prefills are not split
 SMALLEST_BUNDLE_CHUNK = 8192  # a smaller chunk is SGLang's own default on most GPUs, not a "maximised" one
 BUNDLE_MEM = 0.94  # case 3: "Expand KV pool. Safe to reduce headroom for a dedicated instance."
+BUNDLE_CONSERVATIVENESS = 0.3  # case 3: "Make the scheduler more aggressive. Fill batches at the risk of preemption."
 MEM_STEP = 0.02  # case 3 probes 0.94 -> 0.96 and rolls back on preemption
 MEM_CEILING = 0.96
 # Casebook "Server Metrics": token_usage 0.5-0.85 is the normal range. Below half, the KV pool can hold
@@ -78,14 +79,14 @@ class BatchParameters(Technique):
         # Once the bundle ran (kept or not), the batch moves by the probes: a kept bundle whose clients were
         # raised past its running cap later is not maximised a second time.
         if not bundled and (server.max_running_requests is None or server.max_running_requests < client):
-            chunk, why = _bundle_chunk(ctx, server)
+            chunk, why = _bundle_chunk(ctx, server, target)
             return [ConfigDelta(
                 technique=self.name,
                 summary=f"batch max: {target} running, chunk {chunk}, prefill {2 * chunk}, mem {BUNDLE_MEM}, "
-                        f"conservativeness 0.3{why}",
+                        f"conservativeness {BUNDLE_CONSERVATIVENESS}{why}",
                 set_server={"chunked_prefill_size": chunk, "max_running_requests": target,
                             "max_prefill_tokens": 2 * chunk, "mem_fraction_static": BUNDLE_MEM,
-                            "schedule_conservativeness": 0.3},
+                            "schedule_conservativeness": BUNDLE_CONSERVATIVENESS},
                 client_concurrency=target)]
         return self._probes(ctx, server, client)
 
@@ -112,9 +113,10 @@ class BatchParameters(Technique):
         return [d for d in out if (tuple(sorted(d.set_server.items())), d.client_concurrency) not in tried]
 
 
-def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
-    """The bundle's chunk: the casebook's 32768 where a server with it starts at mem-fraction-static 0.94, else
-    the largest halving (down to 8192) that does, with a note of why.
+def _bundle_chunk(ctx: TuningContext, server: ServerConfig, running: int) -> tuple[int, str]:
+    """The bundle's chunk: the casebook's 32768 where the whole bundle starts with it (mem-fraction-static 0.94,
+    `running` requests, whose CUDA graphs and sampler share the non-static memory), else the largest halving
+    (down to 8192) that does, with a note of why.
 
     The non-static share (6% of an 80 GB H100, 4.8 GB; 2.9 GB of a 48 GB L40S) must hold a chunk's forward
     pass and the CUDA graphs: a 32768-token pass of a 4B model with its graphs needs 3.5 GiB, so on a 48 GB
@@ -123,7 +125,8 @@ def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
     chunk = BIG_CHUNK
     while True:
         trial = msgspec.structs.replace(server, chunked_prefill_size=chunk, max_prefill_tokens=2 * chunk,
-                                        mem_fraction_static=BUNDLE_MEM)
+                                        mem_fraction_static=BUNDLE_MEM, max_running_requests=running,
+                                        schedule_conservativeness=BUNDLE_CONSERVATIVENESS)
         if not server_starts(ctx.model, ctx.scenario.hardware, trial):
             if chunk // 2 >= SMALLEST_BUNDLE_CHUNK:
                 chunk //= 2
@@ -132,8 +135,9 @@ def _bundle_chunk(ctx: TuningContext, server: ServerConfig) -> tuple[int, str]:
         if chunk == BIG_CHUNK:
             return chunk, ""
         gpu = ctx.scenario.hardware.spec
-        return chunk, (f" ({BIG_CHUNK} would not start: its forward pass does not fit beside a {BUNDLE_MEM} static "
-                       f"pool on a {gpu.hbm_gb:.0f} GB {ctx.scenario.hardware.gpu})")
+        return chunk, (f" ({BIG_CHUNK} would not start: its forward pass, with the CUDA graphs and sampler of {running} "
+                       f"running requests, does not fit beside a {BUNDLE_MEM} static pool on a {gpu.hbm_gb:.0f} GB "
+                       f"{ctx.scenario.hardware.gpu})")
 
 
 def _failed_bundle(ctx: TuningContext, server: ServerConfig) -> ConfigDelta | None:
