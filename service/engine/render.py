@@ -13,7 +13,7 @@ from service.domain import RoundResult
 from service.engine.beam import describe_path
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportRound, TuningReport
-from service.engine.slo import UNITS
+from service.engine.slo import target_figure
 
 _COLUMNS: list[tuple[str, str, Callable[[RoundResult], float | None]]] = [
     ("Output tok/s", "{:.0f}", lambda r: r.bench.output_throughput),
@@ -151,9 +151,8 @@ def _slo_lines(report: TuningReport) -> list[str]:
         return ["No SLO targets were set."]
     lines = []
     for check in report.slo.checks:
-        unit = UNITS.get(check.name, "")
-        actual = "unmeasured" if check.actual is None else f"{check.actual:.4g}{unit}"
-        lines.append(f"- {check.name}: {actual} against {check.target:.4g}{unit}: {'met' if check.met else 'NOT met'}")
+        lines.append(f"- {check.name}: {target_figure(check.actual, check.name)} against "
+                     f"{target_figure(check.target, check.name)}: {'met' if check.met else 'NOT met'}")
     lines.append(f"- Overall: {'met' if report.slo.met else 'NOT met'}")
     lines += [f"- Capacity: {line}" for line in report.capacity]
     return lines

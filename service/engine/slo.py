@@ -40,3 +40,11 @@ def _from_policy(item: dict[str, Any]) -> SLOCheck:
 
 
 UNITS: dict[str, str] = SLO_UNITS
+
+
+def target_figure(value: float | None, name: str) -> str:
+    """An SLO figure with its unit: "25,390ms", "5.5h", "unmeasured" (never an exponent)."""
+    if value is None:
+        return "unmeasured"
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return f"{text}{UNITS.get(name, '')}"

@@ -10,7 +10,7 @@ from service.engine.charts import build_charts
 from service.engine.ending import capacity_needed
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
-from service.engine.slo import UNITS
+from service.engine.slo import target_figure
 from service.engine.state import EngineState, shown_skips
 
 
@@ -59,7 +59,7 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
     if job.state is JobState.SLO_NOT_MET:
         missed = [c for c in checks if not c.met]
         lines.append("The final deployment does NOT meet its SLO: " + "; ".join(
-            f"{c.name} {_figure(c.actual, c.name)} against {_figure(c.target, c.name)}" for c in missed) + ".")
+            f"{c.name} {target_figure(c.actual, c.name)} against {target_figure(c.target, c.name)}" for c in missed) + ".")
         lines += [f"Capacity to meet it: {line}." for line in capacity]
         if not capacity:
             lines.append("No GPU count is estimated for a latency target: more replicas shorten a tail that comes "
@@ -79,10 +79,6 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
 def on_path(job: Job, state: EngineState) -> list[Round]:
     """The rounds whose deltas the final deployment carries, in order (the baseline round first)."""
     return [job.rounds[i] for i in state.path if i < len(job.rounds)]
-
-
-def _figure(value: float | None, name: str) -> str:
-    return "unmeasured" if value is None else f"{value:.4g}{UNITS.get(name, '')}"
 
 
 __all__ = ["FinalParts", "on_path", "summarise"]

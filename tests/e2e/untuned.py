@@ -221,3 +221,12 @@ MIXED = {"name": "mixed-chat", "input": {"median": 3000, "p95": 8000}, "output":
 MOE_ONE_NODE = scenario_data("moe-35b-one-h200-node", model="Qwen/Qwen3.6-35B-A3B", gpu="H200-SXM", gpus=8, tp=8,
                              server=FP8, workload=MIXED, slo={"ttft_p95_ms": 3000, "itl_median_ms": 60},
                              objective="cost")
+
+# Casebook case 1's final deployment (27B FP8 + EAGLE3, TP2 x 4 on 8 H200) at 512 streams with a 1 s TTFT p95
+# target: SGLang's speculative reset of the running cap to 48 queues most of them. Raising the cap halves the
+# p95 TTFT but stays inconclusive on the main line; the branch from it ends far closer to the target.
+CASE1_AT_512 = scenario_data("coding-27b-h200-512", model="Qwen/Qwen3.6-27B", gpu="H200-SXM", gpus=8, tp=2,
+                             replicas=4, router="cache_aware", server={**FP8, **EAGLE3},
+                             workload={**CODING_90, "peak_concurrency": 512},
+                             slo={"ttft_p95_ms": 1000, "itl_median_ms": 50}, objective="throughput",
+                             bench={"num_prompts": 1500})
