@@ -3,7 +3,14 @@
 Plugins import from `service` only (never `service.<private module>`), so the internals can move freely.
 """
 
-from service.calibration import CalibratedCostModel, Observation, cost_model_for, fit_calibration, simulate_with
+from service.calibration import (
+    CalibratedCostModel,
+    Observation,
+    cost_model_for,
+    fit_calibration,
+    simulate_chosen,
+    simulate_with,
+)
 from service.components import (
     Applicability,
     CostModel,
@@ -68,6 +75,7 @@ __all__ = [
     "cost_model_for",
     "fit_calibration",
     "simulate_with",
+    "simulate_chosen",
     "choose_cost_model",
     "CostModel",
     "Playbook",

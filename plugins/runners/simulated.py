@@ -12,21 +12,12 @@ from typing import ClassVar
 
 from plugins.runners.simulated_pool import portable, processes, simulate_elsewhere
 from service import (
-    CalibratedCostModel,
-    Provenance,
     RoundContext,
     RoundResult,
-    RoundStatus,
     Runner,
     RunnerCapabilities,
     Scenario,
-    ServerConfig,
-    Source,
-    StepCostModel,
-    calibration_for,
-    choose_cost_model,
-    resolve_model,
-    simulate_round,
+    simulate_chosen,
 )
 
 
@@ -62,26 +53,4 @@ class SimulatedRunner(Runner):
 
 def simulate_here(scenario: Scenario, seed: int | None, context: RoundContext) -> RoundResult:
     """One simulated round in this process."""
-    try:
-        model = resolve_model(scenario.model)
-        name, cost_model = choose_cost_model(context, scenario, model)
-    except (KeyError, ValueError) as exc:
-        return _failed(str(exc), "setup", context.cost_model)
-
-    found = calibration_for(context.calibrations, scenario, name)
-    if found is not None:
-        calibration, note = found
-        cost_model = CalibratedCostModel(cost_model, calibration.factors, calibration.describe() + note)
-
-    def bind(server: ServerConfig) -> StepCostModel:
-        return cost_model.bind(model, scenario.hardware, server)
-
-    result = simulate_round(scenario, model, bind, seed=seed, cost_model=name)
-    if found is not None:
-        result.provenance.calibration = found[0].id
-    return result
-
-
-def _failed(error: str, phase: str, cost_model: str | None) -> RoundResult:
-    return RoundResult(status=RoundStatus.FAILED, error=error, error_phase=phase,
-                       provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model))
+    return simulate_chosen(scenario, seed, context)

@@ -7,6 +7,7 @@ from service.calibration.fit import (
     cost_model_for,
     figures_of,
     fit_calibration,
+    simulate_chosen,
     simulate_with,
 )
 from service.domain.calibration import (
@@ -23,5 +24,5 @@ from service.domain.calibration import (
 __all__ = [
     "PARAMETERS", "CalibratedCostModel", "Calibration", "CalibrationError", "CalibrationKey", "CorrectedStepCost",
     "Factors", "Observation", "cost_model_for", "Parameter", "Residual", "figures_of", "fit_calibration", "key_of",
-    "layout_of", "simulate_with",
+    "layout_of", "simulate_chosen", "simulate_with",
 ]

@@ -22,8 +22,17 @@ from scipy.optimize import least_squares
 from service.calibration.cost import CalibratedCostModel
 from service.components import CostModel, RoundContext
 from service.cost_model_choice import choose_cost_model
-from service.domain import RoundResult, RoundStatus, Scenario, resolve_model
-from service.domain.calibration import NAMES, PARAMETERS, Calibration, Factors, Parameter, Residual, key_of
+from service.domain import Provenance, RoundResult, RoundStatus, Scenario, Source, resolve_model
+from service.domain.calibration import (
+    NAMES,
+    PARAMETERS,
+    Calibration,
+    Factors,
+    Parameter,
+    Residual,
+    calibration_for,
+    key_of,
+)
 from service.simulator import simulate_round
 
 # (figure, weight): throughput and ITL weigh most, they carry most of what a decision turns on.
@@ -107,6 +116,27 @@ def simulate_with(scenario: Scenario, cost_model: CostModel, name: str, seed: in
     model = resolve_model(scenario.model)
     return simulate_round(scenario, model, lambda server: cost_model.bind(model, scenario.hardware, server),
                           seed=seed, cost_model=name)
+
+
+def simulate_chosen(scenario: Scenario, seed: int | None, context: RoundContext) -> RoundResult:
+    """One simulated round in this process, on the cost model `context` chooses and the stored calibration
+    that fits the scenario best, if one does (what the `simulated` runner runs)."""
+    try:
+        model = resolve_model(scenario.model)
+        name, cost_model = choose_cost_model(context, scenario, model)
+    except (KeyError, ValueError) as exc:
+        return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="setup",
+                           provenance=Provenance(source=Source.SIMULATED, runner="simulated",
+                                                 cost_model=context.cost_model))
+    found = calibration_for(context.calibrations, scenario, name)
+    if found is not None:
+        calibration, note = found
+        cost_model = CalibratedCostModel(cost_model, calibration.factors, calibration.describe() + note)
+    result = simulate_round(scenario, model, lambda server: cost_model.bind(model, scenario.hardware, server),
+                            seed=seed, cost_model=name)
+    if found is not None:
+        result.provenance.calibration = found[0].id
+    return result
 
 
 def fit_calibration(observations: Sequence[Observation], base: CostModel, base_name: str, *,

@@ -43,6 +43,7 @@ from service.engine.beam import Line, branch_line, choose_line, why_branched, wo
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
 from service.engine.ending import Ending, decide_ending
+from service.engine.estimate import latency_capacity
 from service.engine.events import EventCallback, EventSink, JobEvent
 from service.engine.fallback import fall_back_to_best_passing
 from service.engine.journal import NullJournal, RoundJournal
@@ -509,6 +510,9 @@ class TuningEngine(RoundMeasurer):
             checks = fall_back_to_best_passing(self.state, self.job.rounds, self.parts.policy, self.initial) or checks
         ending = stopped or decide_ending(self.state, checks, MAX_CONSECUTIVE_ERRORS, self.job.rounds,
                                           self.budget, self.steps_done_reason())
+        if ending.state is JobState.SLO_NOT_MET:
+            self.state.latency_capacity = await latency_capacity(
+                self.state.accepted, checks, self.parts.round_context, self.parts.policy, self.seed)
         move_job(self.job, ending.state, ending.reason)
         outcome = build_outcome(self.job, self.initial, self.state, self.budget, checks, seed=self.seed)
         await self._event("job_finished", state=ending.state.value, message=ending.reason)

@@ -54,6 +54,8 @@ class EngineState:
     scenarios: dict[int, Scenario] = field(default_factory=dict)
     # Why the final deployment is not the last accepted one (the best SLO-passing one measured instead).
     final_note: str = ""
+    # For a final deployment that misses a latency target: the replicas that meet it in simulation.
+    latency_capacity: list[str] = field(default_factory=list)
     # The line being walked: its branch's root round (None: the main line), the baseline round and the
     # rounds kept on it, the delta keys it inherited from its parent line and the techniques its parent ran.
     line: int | None = None

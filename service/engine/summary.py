@@ -30,7 +30,8 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
               checks: list[SLOCheck], *, seed: int) -> TuningReport:
     """The report of `job` as it ended."""
     met = all(c.met for c in checks)
-    capacity = capacity_needed(final.scenario, final.results, checks) if job.state is JobState.SLO_NOT_MET else []
+    capacity = ([*capacity_needed(final.scenario, final.results, checks), *state.latency_capacity]
+                if job.state is JobState.SLO_NOT_MET else [])
     head = ReportJob(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state.value,
                      stop_reason=job.stop_reason, scenario=initial.name, seed=seed,
                      rounds_used=budget.rounds_used, max_rounds=budget.max_rounds,

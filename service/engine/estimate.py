@@ -1,0 +1,117 @@
+"""How many replicas a missed latency target would need: a simulated estimate, never a measurement.
+
+A rate or deadline target scales with GPUs at the measured per-GPU rate (`ending.capacity_needed`). A
+latency target does not scale so simply: more replicas of the final deployment shorten a tail that comes
+from load (requests queued behind the running cap, prefills competing), not the time one request takes
+alone. So the final deployment is simulated again with its replicas multiplied, the same clients and
+traffic, and the same seed, on the cost model its rounds' context chooses (calibrated where a stored
+calibration fits), until every latency target is met or eight times the replicas are not enough. Each
+replica's share keeps as many requests as the final rounds measured.
+
+The report labels every figure here as simulated, with the cost model; the job's own rounds say whether
+the deployment's figures were measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import msgspec
+
+from service.calibration import simulate_chosen
+from service.components import RoundContext
+from service.domain import LATENCY_TARGETS, Deployment, RoundResult, RoundStatus, RouterConfig, Scenario, SLOCheck
+from service.engine.slo import policy_slo_checks, target_figure
+
+# Replica multiples tried, coarse first; a gap between a failing and a passing one is then split once.
+FACTORS = (2, 4, 8)
+
+
+async def latency_capacity(final: Scenario, checks: list[SLOCheck], context: RoundContext | None, policy: Any,
+                           seed: int) -> list[str]:
+    """The line that says how many replicas of the final deployment meet its missed latency targets in
+    simulation, or that eight times as many do not ([] when no latency target is missed, or the deployment
+    is not one group of identical replicas)."""
+    missed = [c for c in checks if not c.met and c.name in LATENCY_TARGETS]
+    deployment = final.deployment
+    if not missed or context is None or deployment.is_pd or len(deployment.groups) != 1 \
+            or deployment.groups[0].role != "unified":
+        return []
+    tried: dict[int, tuple[RoundResult, list[SLOCheck]]] = {}
+
+    async def run(factor: int) -> bool:
+        result = await asyncio.to_thread(simulate_chosen, _scaled(final, factor), seed, context)
+        found = policy_slo_checks(policy, [result], final.slo) if result.status is RoundStatus.OK else []
+        tried[factor] = (result, found)
+        return bool(found) and all(c.met for c in found if c.name in LATENCY_TARGETS)
+
+    passing = None
+    for factor in FACTORS:
+        if await run(factor):
+            passing = factor
+            break
+        if tried[factor][0].status is not RoundStatus.OK:
+            break
+    if passing is not None and passing > FACTORS[0]:
+        between = (passing // 2 + passing) // 2
+        if between not in tried and await run(between):
+            passing = between
+    return [_line(final, missed, tried, passing)]
+
+
+def _scaled(final: Scenario, factor: int) -> Scenario:
+    """The final deployment with `factor` times its replicas behind a router, on as many nodes as they need,
+    under the same clients, with `factor` times the prompts (as many per replica as the final rounds)."""
+    group = final.deployment.groups[0]
+    replicas = group.replicas * factor
+    router = final.deployment.router or RouterConfig(port=group.base_port)
+    base_port = group.base_port if final.deployment.router else group.base_port + 1
+    worker = msgspec.structs.replace(group, replicas=replicas, base_port=base_port)
+    per_replica = max(1, final.deployment.total_gpus() // max(group.replicas, 1))
+    nodes = math.ceil(replicas * per_replica / final.hardware.gpus_per_node)
+    bench = msgspec.structs.replace(final.bench, num_prompts=final.bench.num_prompts * factor,
+                                    warmup_requests=final.bench.warmup_requests * factor)
+    return msgspec.structs.replace(final, deployment=Deployment(groups=[worker], router=router),
+                                   hardware=msgspec.structs.replace(final.hardware, nodes=max(nodes, 1)),
+                                   bench=bench)
+
+
+def _line(final: Scenario, missed: list[SLOCheck], tried: dict[int, tuple[RoundResult, list[SLOCheck]]],
+          passing: int | None) -> str:
+    group = final.deployment.groups[0]
+    per_replica = max(1, final.deployment.total_gpus() // max(group.replicas, 1))
+    widest = max(tried)
+    source = _source(tried[passing if passing is not None else widest][0])
+
+    def at(factor: int, against: bool = False) -> str:
+        found = {c.name: c for c in tried[factor][1]}
+        return ", ".join(f"{c.name} {target_figure(found[c.name].actual, c.name)}"
+                         + (f" against {target_figure(c.target, c.name)}" if against else "")
+                         for c in missed if c.name in found)
+
+    def size(factor: int) -> str:
+        gpus = group.replicas * factor * per_replica
+        return f"{group.replicas * factor} replicas of the final deployment's workers ({gpus} GPUs)"
+
+    if passing is not None:
+        short = [f for f in tried if f < passing and tried[f][1]]
+        below = f"; {size(max(short))} would leave {at(max(short))}" if short else ""
+        return (f"simulated ({source}), not measured: {size(passing)} would meet it at the same clients "
+                f"({at(passing, against=True)}){below}")
+    targets = ", ".join(f"{c.name} {target_figure(c.target, c.name)}" for c in missed)
+    if tried[widest][0].status is not RoundStatus.OK:
+        return (f"simulated ({source}), not measured: no replica count was estimated for {targets}: the "
+                f"simulation of {size(widest)} did not complete ({tried[widest][0].error})")
+    return (f"simulated ({source}), not measured: even {size(widest)} would leave {at(widest, against=True)}: "
+            "the tail is not from load alone, so replicas by themselves will not meet it")
+
+
+def _source(result: RoundResult) -> str:
+    provenance = result.provenance
+    calibrated = ", calibrated" if provenance.calibration else ""
+    return f"{provenance.cost_model or 'unknown'} cost model{calibrated}"
+
+
+__all__ = ["FACTORS", "latency_capacity"]
