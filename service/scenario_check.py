@@ -65,7 +65,7 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
-        issues += check_weights_fit(scenario)
+        issues += check_head_split(scenario) + check_weights_fit(scenario)
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -225,6 +225,48 @@ def check_server_width(scenario: Scenario) -> list[ValidationIssue]:
                     f"{sizes['dp-size']}); the hardware has {hardware.nodes} node(s) x {hardware.gpus_per_node} GPUs",
             hint=f"use {widest} {max(1, total // others)} or less, or raise hardware.nodes"))
     return issues
+
+
+def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
+    """A TP size the model's attention heads do not split over, which SGLang asserts when it loads the model.
+
+    `QKVParallelLinear` (`layers/linear.py`) divides the attention heads over the attention TP ranks (TP
+    over DP attention) with `divide`, which asserts an even split, and the KV heads either the same way or,
+    when there are fewer of them than ranks, by replicating each over a whole number of ranks: a tp-size of
+    3 for 64 heads and 8 KV heads fails at load, every time.
+    """
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []  # check_model has named it
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        server = group.server
+        attention_tp = max(server.tp_size // max(server.attention_dp_size, 1), 1)
+        why = _head_split(model, attention_tp)
+        if why is None:
+            continue
+        fits = [tp for tp in range(1, scenario.hardware.total_gpus + 1)
+                if _head_split(model, max(tp // max(server.attention_dp_size, 1), 1)) is None
+                and tp % max(server.attention_dp_size, 1) == 0]
+        choices = ", ".join(str(tp) for tp in fits[:-1]) + (f" or {fits[-1]}" if len(fits) > 1 else str(fits[-1])) \
+            if fits else ""
+        issues.append(ValidationIssue(
+            field=group_field(index, "server.tp-size"), flag="--tp-size",
+            message=f"the server cannot load {model.name} at tp-size {server.tp_size}: {why}, and SGLang asserts "
+                    "an even split when it builds the attention layers",
+            hint=f"use tp-size {choices}" if choices else "use a tp-size that divides the attention heads"))
+    return issues
+
+
+def _head_split(model: ModelSpec, tp: int) -> str | None:
+    """Why the attention heads do not split over `tp` attention TP ranks (None when they do)."""
+    heads, kv = model.num_attention_heads, model.num_kv_heads
+    if heads % tp:
+        return f"its {heads} attention heads do not divide over {tp} attention TP ranks"
+    if kv and (tp % kv if tp >= kv else kv % tp):
+        return f"its {kv} KV heads neither divide over {tp} attention TP ranks nor replicate evenly across them"
+    return None
 
 
 def check_weights_fit(scenario: Scenario) -> list[ValidationIssue]:

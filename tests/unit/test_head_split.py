@@ -1,0 +1,40 @@
+"""A tp-size the attention heads do not split over is refused at the door, naming the sizes that do.
+
+SGLang's QKV projection divides the attention heads over the attention TP ranks and asserts the split is
+even; KV heads fewer than the ranks are replicated over a whole number of them. A server that breaks
+either fails at load on every attempt, so the scenario (or a technique's candidate) is refused before a
+round is spent on it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from service import check_candidate, check_scenario
+from service.sglang import errors
+from tests.unit.techniques.scenarios import deployment, scenario
+
+MODEL = "Qwen/Qwen3.6-27B"  # 64 attention heads, 8 KV heads
+
+
+def test_a_tp_size_that_does_not_divide_the_heads_is_refused_with_the_sizes_that_do() -> None:
+    [issue] = errors(check_scenario(scenario(MODEL, "H100-SXM", 6, deployment(MODEL, tp=3), clients=8)))
+    assert issue.field == "deployment.groups[0].server.tp-size" and issue.flag == "--tp-size"
+    assert "cannot load Qwen/Qwen3.6-27B at tp-size 3" in issue.message
+    assert "64 attention heads do not divide over 3 attention TP ranks" in issue.message
+    assert issue.hint == "use tp-size 1, 2 or 4"
+    for tp in (1, 2, 4):
+        assert not errors(check_scenario(scenario(MODEL, "H100-SXM", 6, deployment(MODEL, tp=tp), clients=8)))
+
+
+def test_kv_heads_must_divide_or_replicate_evenly() -> None:
+    # 64 heads split over 16 ranks, 4 each; the 8 KV heads replicate twice each: that loads. Over 32 ranks
+    # a Qwen3.6-35B-A3B's 16 heads do not split at all.
+    two_nodes = scenario(MODEL, "H100-SXM", 8, deployment(MODEL, tp=16), clients=8)
+    two_nodes = msgspec.structs.replace(two_nodes, hardware=msgspec.structs.replace(two_nodes.hardware, nodes=2))
+    assert not [i for i in errors(check_scenario(two_nodes)) if "attention" in i.message]
+    moe = "Qwen/Qwen3.6-35B-A3B"
+    wide = scenario(moe, "H100-SXM", 8, deployment(moe, tp=32), clients=8)
+    wide = msgspec.structs.replace(wide, hardware=msgspec.structs.replace(wide.hardware, nodes=4))
+    issues = [i for i in check_candidate(wide) if "attention heads" in i.message]
+    assert issues and "16 attention heads do not divide over 32" in issues[0].message
