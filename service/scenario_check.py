@@ -65,7 +65,7 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
-        issues += check_head_split(scenario) + check_weights_fit(scenario)
+        issues += check_head_split(scenario) + check_self_draft(scenario) + check_weights_fit(scenario)
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -256,6 +256,30 @@ def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
             message=f"the server cannot load {model.name} at tp-size {server.tp_size}: {why}, and SGLang asserts "
                     "an even split when it builds the attention layers",
             hint=f"use tp-size {choices}" if choices else "use a tp-size that divides the attention heads"))
+    return issues
+
+
+def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
+    """NEXTN on a model whose checkpoint carries no MTP layer and with no draft named: SGLang drafts with the
+    target's own multi-token-prediction layer there, and with none to load the server fails at start."""
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        server = group.server
+        if (server.speculative_algorithm or "").upper() != "NEXTN" or server.speculative_draft_model_path \
+                or model.mtp_layers:
+            continue
+        eagle3 = model.eagle3_draft
+        issues.append(ValidationIssue(
+            field=group_field(index, "server.speculative-algorithm"), flag="--speculative-algorithm",
+            message=f"NEXTN drafts with the model's own MTP layer, and {model.name}'s config.json declares none "
+                    "(num_nextn_predict_layers, mtp_num_hidden_layers): the server would fail at start",
+            hint=(f"use speculative-algorithm EAGLE3 with speculative-draft-model-path {eagle3}" if eagle3 else
+                  "use EAGLE3 with a draft trained for this model (speculative-draft-model-path), or no "
+                  "speculative decoding")))
     return issues
 
 

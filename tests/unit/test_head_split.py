@@ -38,3 +38,16 @@ def test_kv_heads_must_divide_or_replicate_evenly() -> None:
     wide = msgspec.structs.replace(wide, hardware=msgspec.structs.replace(wide.hardware, nodes=4))
     issues = [i for i in check_candidate(wide) if "attention heads" in i.message]
     assert issues and "16 attention heads do not divide over 32" in issues[0].message
+
+
+def test_nextn_on_a_model_without_an_mtp_layer_is_refused_with_its_eagle3_draft() -> None:
+    # NEXTN drafts with the checkpoint's own multi-token-prediction layer; Qwen3.6-9B has none, and ships
+    # saying which EAGLE3 draft it has. Qwen3.6-35B-A3B carries one (mtp_num_hidden_layers 1) and loads.
+    dense = "Qwen/Qwen3.6-9B"
+    scen = scenario(dense, "H100-SXM", 1, deployment(dense, speculative_algorithm="NEXTN"), clients=8)
+    [issue] = [i for i in errors(check_scenario(scen)) if i.field.endswith("speculative-algorithm")]
+    assert "Qwen/Qwen3.6-9B's config.json declares none" in issue.message and "fail at start" in issue.message
+    assert issue.hint == "use speculative-algorithm EAGLE3 with speculative-draft-model-path Qwen/Qwen3.6-9B-eagle3"
+    moe = "Qwen/Qwen3.6-35B-A3B"
+    own = scenario(moe, "H200-SXM", 1, deployment(moe, speculative_algorithm="NEXTN"), clients=8)
+    assert not [i for i in errors(check_scenario(own)) if i.field.endswith("speculative-algorithm")]
