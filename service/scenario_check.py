@@ -246,7 +246,8 @@ def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
         why = _head_split(model, attention_tp)
         if why is None:
             continue
-        fits = [tp for tp in range(1, scenario.hardware.total_gpus + 1)
+        room = scenario.hardware.total_gpus // max(group.replicas * max(server.pp_size, 1), 1)
+        fits = [tp for tp in range(1, room + 1)
                 if _head_split(model, max(tp // max(server.attention_dp_size, 1), 1)) is None
                 and tp % max(server.attention_dp_size, 1) == 0]
         choices = ", ".join(str(tp) for tp in fits[:-1]) + (f" or {fits[-1]}" if len(fits) > 1 else str(fits[-1])) \
@@ -269,8 +270,10 @@ def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
     issues = []
     for index, group in enumerate(scenario.deployment.groups):
         server = group.server
-        if (server.speculative_algorithm or "").upper() != "NEXTN" or server.speculative_draft_model_path \
-                or model.mtp_layers:
+        # A draft path naming the model itself is the model's own MTP layer again (what SGLang sets by itself).
+        draft = server.speculative_draft_model_path
+        if (server.speculative_algorithm or "").upper() != "NEXTN" or model.mtp_layers \
+                or (draft and draft not in (scenario.model, server.model_path)):
             continue
         eagle3 = model.eagle3_draft
         issues.append(ValidationIssue(

@@ -115,7 +115,9 @@ class MoeParallelism(Technique):
             # EP16 instance at 64 left half the clients queued, p95 TTFT 12.6 -> 28 s).
             cap = -(-cap * group.replicas // replicas)
             server = msgspec.structs.replace(server, max_running_requests=cap)
-            summary += f", max-running-requests {cap} (the {group.replicas} instances' caps together)"
+            summary += (f", max-running-requests {cap} (the {group.replicas} instances' caps together)"
+                        if group.replicas > replicas else
+                        f", max-running-requests {cap} (the cap shared over {replicas} instances)")
         worker = msgspec.structs.replace(group, replicas=replicas, server=server)
         return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
                            deployment=msgspec.structs.replace(ctx.scenario.deployment, groups=[worker]))

@@ -6,7 +6,9 @@ from load (requests queued behind the running cap, prefills competing), not the 
 alone. So the final deployment is simulated again with its replicas multiplied, the same clients and
 traffic, and the same seed, on the cost model its rounds' context chooses (calibrated where a stored
 calibration fits), until every latency target is met or eight times the replicas are not enough. Each
-replica's share keeps as many requests as the final rounds measured.
+replica's share keeps as many requests as the final rounds measured (up to MAX_PROMPTS in all; a trace
+replays as it is). Where the final rounds were measured, not simulated, the cost model must first
+reproduce the miss on the final deployment itself.
 
 The report labels every figure here as simulated, with the cost model; the job's own rounds say whether
 the deployment's figures were measured.
@@ -22,18 +24,34 @@ import msgspec
 
 from service.calibration import simulate_chosen
 from service.components import RoundContext
-from service.domain import LATENCY_TARGETS, Deployment, RoundResult, RoundStatus, RouterConfig, Scenario, SLOCheck
+from service.domain import (
+    LATENCY_TARGETS,
+    Deployment,
+    RoundResult,
+    RoundStatus,
+    RouterConfig,
+    Scenario,
+    SLOCheck,
+    Source,
+)
 from service.engine.slo import policy_slo_checks, target_figure
 
 # Replica multiples tried, coarse first; a gap between a failing and a passing one is then split once.
 FACTORS = (2, 4, 8)
+# Prompts of one estimate at most: each replica keeps the final rounds' share until this many in all.
+MAX_PROMPTS = 2400
 
 
-async def latency_capacity(final: Scenario, checks: list[SLOCheck], context: RoundContext | None, policy: Any,
-                           seed: int) -> list[str]:
+async def latency_capacity(final: Scenario, results: list[RoundResult], checks: list[SLOCheck],
+                           context: RoundContext | None, policy: Any, seed: int) -> list[str]:
     """The line that says how many replicas of the final deployment meet its missed latency targets in
     simulation, or that eight times as many do not ([] when no latency target is missed, or the deployment
-    is not one group of identical replicas)."""
+    is not one group of identical replicas).
+
+    Where the final rounds were not simulated, the final deployment itself is simulated first: a cost model
+    that does not reproduce the measured miss gives no replica count. Never raises: a simulation that fails
+    is reported as the reason there is no estimate, and the job ends as it would have.
+    """
     missed = [c for c in checks if not c.met and c.name in LATENCY_TARGETS]
     deployment = final.deployment
     if not missed or context is None or deployment.is_pd or len(deployment.groups) != 1 \
@@ -47,18 +65,32 @@ async def latency_capacity(final: Scenario, checks: list[SLOCheck], context: Rou
         tried[factor] = (result, found)
         return bool(found) and all(c.met for c in found if c.name in LATENCY_TARGETS)
 
-    passing = None
-    for factor in FACTORS:
-        if await run(factor):
-            passing = factor
-            break
-        if tried[factor][0].status is not RoundStatus.OK:
-            break
-    if passing is not None and passing > FACTORS[0]:
-        between = (passing // 2 + passing) // 2
-        if between not in tried and await run(between):
-            passing = between
-    return [_line(final, missed, tried, passing)]
+    try:
+        if any(r.provenance.source is not Source.SIMULATED for r in results) and await run(1):
+            return [_not_reproduced(missed, tried[1])]
+        passing = None
+        for factor in FACTORS:
+            if await run(factor):
+                passing = factor
+                break
+            if tried[factor][0].status is not RoundStatus.OK:
+                break
+        if passing is not None and passing > FACTORS[0]:
+            between = (passing // 2 + passing) // 2
+            if between not in tried and await run(between):
+                passing = between
+    except Exception as exc:  # an estimate never costs the job its ending
+        return [f"no simulated replica count: the simulation failed ({type(exc).__name__}: {exc})"]
+    return [_line(final, missed, {f: v for f, v in tried.items() if f > 1}, passing)]
+
+
+def _not_reproduced(missed: list[SLOCheck], simulated: tuple[RoundResult, list[SLOCheck]]) -> str:
+    found = {c.name: c for c in simulated[1]}
+    figures = ", ".join(f"{c.name} {target_figure(found[c.name].actual, c.name)} simulated against "
+                        f"{target_figure(c.actual, c.name)} measured" for c in missed if c.name in found)
+    return (f"no simulated replica count: the {_source(simulated[0])} puts the final deployment itself within "
+            f"its targets ({figures}), so it does not reproduce the miss; calibrate it on this job's rounds "
+            "(sglang-tuner calibrate) for an estimate")
 
 
 def _scaled(final: Scenario, factor: int) -> Scenario:
@@ -71,8 +103,11 @@ def _scaled(final: Scenario, factor: int) -> Scenario:
     worker = msgspec.structs.replace(group, replicas=replicas, base_port=base_port)
     per_replica = max(1, final.deployment.total_gpus() // max(group.replicas, 1))
     nodes = math.ceil(replicas * per_replica / final.hardware.gpus_per_node)
-    bench = msgspec.structs.replace(final.bench, num_prompts=final.bench.num_prompts * factor,
-                                    warmup_requests=final.bench.warmup_requests * factor)
+    bench = final.bench
+    if bench.trace is None:  # a trace's requests are its own: more of them would be later, other traffic
+        bench = msgspec.structs.replace(bench, num_prompts=min(bench.num_prompts * factor,
+                                                               max(bench.num_prompts, MAX_PROMPTS)),
+                                        warmup_requests=bench.warmup_requests * factor)
     return msgspec.structs.replace(final, deployment=Deployment(groups=[worker], router=router),
                                    hardware=msgspec.structs.replace(final.hardware, nodes=max(nodes, 1)),
                                    bench=bench)
@@ -114,4 +149,4 @@ def _source(result: RoundResult) -> str:
     return f"{provenance.cost_model or 'unknown'} cost model{calibrated}"
 
 
-__all__ = ["FACTORS", "latency_capacity"]
+__all__ = ["FACTORS", "MAX_PROMPTS", "latency_capacity"]

@@ -512,7 +512,8 @@ class TuningEngine(RoundMeasurer):
                                           self.budget, self.steps_done_reason())
         if ending.state is JobState.SLO_NOT_MET:
             self.state.latency_capacity = await latency_capacity(
-                self.state.accepted, checks, self.parts.round_context, self.parts.policy, self.seed)
+                self.state.accepted, self.state.baseline, checks, self.parts.round_context, self.parts.policy,
+                self.seed)
         move_job(self.job, ending.state, ending.reason)
         outcome = build_outcome(self.job, self.initial, self.state, self.budget, checks, seed=self.seed)
         await self._event("job_finished", state=ending.state.value, message=ending.reason)

@@ -46,5 +46,10 @@ def target_figure(value: float | None, name: str) -> str:
     """An SLO figure with its unit: "25,390ms", "5.5h", "unmeasured" (never an exponent)."""
     if value is None:
         return "unmeasured"
-    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    if abs(value) >= 1000:
+        text = f"{value:,.0f}"
+    elif value and abs(value) < 1e-3:
+        text = f"{value:.8f}".rstrip("0")
+    else:
+        text = f"{value:.4g}"
     return f"{text}{UNITS.get(name, '')}"

@@ -51,3 +51,19 @@ def test_nextn_on_a_model_without_an_mtp_layer_is_refused_with_its_eagle3_draft(
     moe = "Qwen/Qwen3.6-35B-A3B"
     own = scenario(moe, "H200-SXM", 1, deployment(moe, speculative_algorithm="NEXTN"), clients=8)
     assert not [i for i in errors(check_scenario(own)) if i.field.endswith("speculative-algorithm")]
+
+
+def test_nextn_whose_draft_is_the_model_itself_is_still_refused_without_an_mtp_layer() -> None:
+    # The speculative technique names the model itself as NEXTN's draft (what SGLang sets on its own): that is
+    # the same missing MTP layer, so the candidate is refused as the bare flag is.
+    dense = "Qwen/Qwen3.6-4B"
+    dep = deployment(dense, speculative_algorithm="NEXTN", speculative_draft_model_path=dense)
+    issues = [i for i in check_candidate(scenario(dense, "H100-SXM", 1, dep, clients=8))
+              if i.field.endswith("speculative-algorithm")]
+    assert issues and "declares none" in issues[0].message
+
+
+def test_the_hint_lists_only_tp_sizes_the_replicas_fit_in() -> None:
+    issues = errors(check_scenario(scenario(MODEL, "H100-SXM", 6, deployment(MODEL, tp=3, replicas=2), clients=8)))
+    [issue] = [i for i in issues if i.field.endswith("server.tp-size")]
+    assert issue.hint == "use tp-size 1 or 2"  # tp-size 4 x 2 replicas would need 8 GPUs
