@@ -62,7 +62,10 @@ def _split_candidates(ctx: TuningContext, compare: list[str]) -> tuple[list[Conf
     """The replica splits router_policy would run on one instance, and the ones parallelism already ran.
 
     A layout and router policy that parallelism measured in this job (and rolled back, or the deployment
-    would no longer be one instance) answers the routing question too: the same split is not run twice.
+    would no longer be one instance) answers the routing question too: the same split is not run twice. The
+    layout is compared, not every flag: between the two steps only a chunk setting can have been kept, which
+    does not move a TP-against-replicas balance (TP1 x 4 of a 2B model lost 41% before mixed chunking and
+    43% after); a change that does (EAGLE3) reopens parallelism itself.
     """
     tp = smallest_replica_tp(ctx.model, ctx.scenario)
     replicas = ctx.scenario.deployment.total_gpus() // tp
