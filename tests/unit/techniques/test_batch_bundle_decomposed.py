@@ -122,3 +122,25 @@ def test_a_kept_bundle_is_not_maximised_again_once_the_clients_pass_its_cap() ->
     assert later.bench.max_concurrency == 1200 > later.deployment.groups[0].server.max_running_requests
     after = BATCH.propose(context(later, tried=[delta_key(bundle), delta_key(clients)]))
     assert not [d for d in after if set(BUNDLE) <= set(d.set_server)]
+
+
+def test_the_bundle_chunk_is_checked_with_the_bundles_own_running_cap() -> None:
+    # Qwen3.6-9B in BF16 with EAGLE3 on one H100 at 256 clients: the bundle's 512 running requests bring
+    # CUDA graphs for batch 256 and a 512-request sampler into the 6% left outside the 0.94 pool. Checked
+    # with the server's own (unset) cap, chunk 32768 looked as if it started, and failed at start.
+    nine = "Qwen/Qwen3.6-9B"
+    dep = deployment(nine, speculative_algorithm="EAGLE3", speculative_draft_model_path=f"{nine}-eagle3",
+                     speculative_num_steps=5, speculative_eagle_topk=8, speculative_num_draft_tokens=6)
+    scen = msgspec.structs.replace(scenario(nine, "H100-SXM", 1, dep, clients=256, slo=SLO()),
+                                   objective=Objective(kind="throughput"))
+    ctx = context(scen)
+    [bundle] = BATCH.propose(ctx)
+    assert bundle.set_server["max_running_requests"] == 512
+    chunk = bundle.set_server["chunked_prefill_size"]
+    assert chunk == 16384 and "CUDA graphs and sampler of 512 running requests" in bundle.summary
+    server = scen.deployment.groups[0].server
+    as_set = msgspec.structs.replace(server, **bundle.set_server)  # type: ignore[arg-type]
+    assert resolve_server(ctx.model, scen.hardware, as_set).pool_tokens > 0
+    with pytest.raises(ServerStartError, match="CUDA out of memory at start"):
+        resolve_server(ctx.model, scen.hardware, msgspec.structs.replace(
+            as_set, chunked_prefill_size=32768, max_prefill_tokens=65536))
