@@ -230,3 +230,12 @@ CASE1_AT_512 = scenario_data("coding-27b-h200-512", model="Qwen/Qwen3.6-27B", gp
                              workload={**CODING_90, "peak_concurrency": 512},
                              slo={"ttft_p95_ms": 1000, "itl_median_ms": 50}, objective="throughput",
                              bench={"num_prompts": 1500})
+
+# DeepSeek-V4-Flash in BF16 as one TP8 instance on a B200 node, for agentic coding at 128 streams: 9k-token
+# prompts under a 6k-token shared system prompt. Its p95 TTFT misses 5 s before and after NEXTN.
+AGENT_CODING = {"name": "agent-coding", "input": {"median": 9000, "p95": 20000}, "output": {"median": 600, "p95": 2000},
+                "prefix_sharing_rate": 0.8, "peak_concurrency": 128, "prefix": {"system_prompt_tokens": 6000},
+                "speculative": {"draft_acceptance": 0.7}}
+DSV4_AGENTS = scenario_data("agents-dsv4-b200", model="deepseek-ai/DeepSeek-V4-Flash", gpu="B200", gpus=8, tp=8,
+                            workload=AGENT_CODING, slo={"ttft_p95_ms": 5000, "itl_median_ms": 60},
+                            objective="throughput")
