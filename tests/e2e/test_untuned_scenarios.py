@@ -392,29 +392,28 @@ def test_bad_inputs_are_refused_with_the_field_named_before_any_round(name: str,
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
 
 
-# -- 15. a win only the SLO kept out, walked as a branch ------------------------------------------------------
+# -- 15. a win that leaves a missed target where it was, then the change that meets it ----------------------------
 
-def test_a_win_the_slo_vetoed_is_a_branch_and_the_job_ends_on_its_passing_end() -> None:
+def test_a_win_that_holds_a_missed_target_is_kept_and_fp8_then_meets_it() -> None:
     outcome = job("tight-ttft", playbook("beam", "speculative_decoding", "chunked_prefill", "quantization",
                                          max_rounds=8), build(TIGHT_TTFT))
     eagle = rounds(outcome, "speculative_decoding")[0]
-    # Casebook case 1 round 3: at 16 streams EAGLE3 more than doubles output throughput (+130%), but its TTFT
-    # p95 misses the 131 ms target (159 ms pooled over 4 seeds), and "throughput up, latency up" is kept only
-    # with SLO headroom, so it is rolled back: only the SLO kept it out.
-    assert eagle.verdict == "rollback" and eagle.figures["output_throughput.change"] > 1.0
-    assert "no SLO headroom (ttft_p95_ms missed)" in eagle.reasons[0]
-    # FP8 lowers every TTFT (case 1 round 2: all metrics improved). On the main line it is tried without EAGLE3;
-    # the rolled-back EAGLE3 is a branch, FP8 is tried on it too, and together they meet the target.
-    main_fp8, branch_fp8 = rounds(outcome, "quantization")
-    assert main_fp8.line is None and main_fp8.verdict == "accept"
-    assert branch_fp8.line == eagle.index and branch_fp8.verdict == "accept"
-    # The final configuration is the best SLO-passing deployment measured in the job, ranked by the objective:
-    # EAGLE3 + FP8, about twice the main line's throughput; the report shows the path that reached it.
+    # Casebook case 1 round 3: at 16 streams EAGLE3 more than doubles output throughput (+130%). The 131 ms
+    # TTFT p95 target is missed before and after it (153 and 159 ms pooled over 4 seeds, the intervals
+    # overlapping), and goodput more than doubles: "throughput up, latency up" keeps it, the latency that
+    # rose (none the SLO names) having its room, and the missed target neither served nor harmed.
+    assert eagle.verdict == "keep_tradeoff" and eagle.figures["output_throughput.change"] > 1.0
+    assert "the missed target holds within noise (ttft_p95_ms" in eagle.reasons[0]
+    assert eagle.figures["slo.ttft_p95_ms.candidate_met"] == 0 == eagle.figures["slo.ttft_p95_ms.baseline_met"]
+    # FP8 lowers every TTFT (case 1 round 2: all metrics improved) and, on top of EAGLE3, meets the target on
+    # the main line: no branch is needed.
+    [fp8] = rounds(outcome, "quantization")
+    assert fp8.line is None and fp8.verdict == "accept"
     assert outcome.report.job.state == "succeeded" and outcome.report.slo.met
-    assert outcome.report.path == [0, eagle.index, branch_fp8.index] and outcome.report.branches == [eagle.index]
+    assert outcome.report.path == [0, eagle.index, fp8.index] and outcome.report.branches == []
     assert final_server(outcome).speculative_algorithm == "EAGLE3" and final_server(outcome).quantization == "fp8"
-    assert branch_fp8.result.bench.output_throughput > 1.8 * main_fp8.result.bench.output_throughput
-    assert f"branch started at round {eagle.index}" in outcome.report.headline[1]
+    base = outcome.report.rounds[0].result
+    assert fp8.result.bench.output_throughput > 1.8 * base.bench.output_throughput
 
 
 # -- 17. a cost job that fills a node with a model half of it holds ------------------------------------------------
