@@ -38,14 +38,24 @@ def backend_for(ctx: TuningContext) -> str:
     return "llguidance" if ctx.scenario.workload.structured_output.dynamic_schemas else "xgrammar"
 
 
+def running_backend(ctx: TuningContext) -> str | None:
+    """The backend that constrains requests sent with a JSON schema: the one set, else SGLang's default,
+    xgrammar (`--grammar-backend` defaults to None, which the server resolves to xgrammar in every release
+    0.5.2-0.5.23); None while the workload sends no schema (JSON asked for in the prompt only)."""
+    out = ctx.scenario.workload.structured_output
+    if out.mode != "json_schema":
+        return None
+    return main_server(ctx.scenario).grammar_backend or "xgrammar"
+
+
 def unsuitable_backend(ctx: TuningContext) -> str | None:
     """Why the backend the server runs now is ruled out for this workload by the casebook's table, or None.
 
     No backend set means SGLang's default, xgrammar, which the table accepts for static and dynamic schemas.
     """
+    backend = running_backend(ctx)
     out = ctx.scenario.workload.structured_output
-    backend = main_server(ctx.scenario).grammar_backend
-    if backend is None or out.mode != "json_schema":
+    if backend is None:
         return None
     if backend == "none":
         return "the server runs with --grammar-backend none, so nothing constrains the JSON the schemas ask for"
@@ -69,26 +79,27 @@ class Grammar(Technique):
         out = ctx.scenario.workload.structured_output
         if out.mode == "none":
             return Applicability(False, "The workload asks for no structured output.")
-        backend = main_server(ctx.scenario).grammar_backend
-        if out.mode == "prompt_only" or backend is None:
+        backend = running_backend(ctx)
+        if backend is None:
             return Applicability(True, "JSON asked for in the prompt fails a few % of requests however the prompt "
                                        "is refined; a grammar backend makes invalid tokens impossible (case 4).")
         unsuitable = unsuitable_backend(ctx)
         if unsuitable is not None:
             return Applicability(True, f"Replace the grammar backend: {unsuitable}; {backend_for(ctx)} instead.")
+        named = backend if main_server(ctx.scenario).grammar_backend else f"{backend} (SGLang's default backend)"
         if out.dynamic_schemas:
-            return Applicability(False, f"{backend} suits dynamic schemas, and schemas generated per request leave "
+            return Applicability(False, f"{named} suits dynamic schemas, and schemas generated per request leave "
                                         "no finite set to warm (casebook case 4).")
         if not out.cache_warmed:
             return Applicability(True, f"{out.schemas or 'A finite set of'} schemas compile on first use and "
                                        "drive p99 TTFT up; compile them at startup instead (case 4 round 2).")
-        return Applicability(False, "The grammar backend is set and its cache is warmed at startup.")
+        return Applicability(False, f"{named} constrains the schemas and its cache is warmed at startup.")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         workload = ctx.scenario.workload
         out = workload.structured_output
-        backend = main_server(ctx.scenario).grammar_backend
-        if out.mode == "prompt_only" or backend is None:
+        backend = running_backend(ctx)
+        if backend is None:
             chosen = backend_for(ctx)
             schema_mode = msgspec.structs.replace(out, mode="json_schema")
             return [ConfigDelta(technique=self.name, summary=f"grammar backend {chosen} with json_schema",

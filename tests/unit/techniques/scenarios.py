@@ -62,8 +62,9 @@ def context(scen: Scenario, *, baseline: RoundResult | None = None, tried: list[
                          history=[baseline] if baseline else [], tried=sorted(tried or []), options=dict(options))
 
 
-def structured(scen: Scenario, *, dynamic: bool, schemas: int = 0, warmed: bool = False) -> Scenario:
-    out = StructuredOutput(mode="json_schema", schemas=schemas, dynamic_schemas=dynamic, cache_warmed=warmed)
+def structured(scen: Scenario, *, dynamic: bool, schemas: int = 0, warmed: bool = False,
+               mode: str = "json_schema") -> Scenario:
+    out = StructuredOutput(mode=mode, schemas=schemas, dynamic_schemas=dynamic, cache_warmed=warmed)
     return msgspec.structs.replace(scen, workload=msgspec.structs.replace(scen.workload, structured_output=out))
 
 

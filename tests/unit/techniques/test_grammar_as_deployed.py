@@ -63,3 +63,31 @@ def test_xgrammar_and_llguidance_with_dynamic_schemas_are_left_alone() -> None:
 def test_a_warmed_static_backend_needs_nothing() -> None:
     verdict = GRAMMAR.applicable(on_backend("xgrammar", dynamic=False, warmed=True))
     assert not verdict.applicable and "warmed" in verdict.reason
+
+
+def test_an_unset_backend_under_json_schema_is_sglangs_xgrammar_and_is_warmed_not_set_again() -> None:
+    # Requests already carry a JSON schema and `--grammar-backend` is unset: SGLang resolves it to xgrammar,
+    # so "set xgrammar" would measure the starting deployment again. The step that changes something is
+    # warming the finite set of schemas.
+    ctx = on_backend(None, dynamic=False)
+    verdict = GRAMMAR.applicable(ctx)
+    assert verdict.applicable and "compile on first use" in verdict.reason
+    [delta] = GRAMMAR.propose(ctx)
+    assert not delta.set_server and delta.workload.structured_output.cache_warmed
+    assert delta.summary == "warm the grammar cache (40 schemas)"
+
+
+def test_an_unset_backend_with_dynamic_schemas_is_left_as_sglangs_xgrammar() -> None:
+    verdict = GRAMMAR.applicable(on_backend(None, dynamic=True))
+    assert not verdict.applicable
+    assert "xgrammar (SGLang's default backend) suits dynamic schemas" in verdict.reason
+    assert GRAMMAR.propose(on_backend(None, dynamic=True)) == []
+
+
+def test_json_asked_for_in_the_prompt_only_gets_a_backend_and_schemas() -> None:
+    ctx = on_backend(None, dynamic=False)
+    ctx = context(structured(ctx.scenario, dynamic=False, schemas=40, mode="prompt_only"))
+    assert GRAMMAR.applicable(ctx).applicable
+    [delta] = GRAMMAR.propose(ctx)
+    assert delta.set_server == {"grammar_backend": "xgrammar"}
+    assert delta.workload.structured_output.mode == "json_schema"
