@@ -143,7 +143,7 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     # TP whose instance starts and whose KV pool holds its share of the clients at the p95 context.
     smaller = 1
     while smaller < server.tp_size:
-        if kv_shortfall(model, scenario, msgspec.structs.replace(server, tp_size=smaller),
+        if kv_shortfall(model, scenario, at_tp(server, smaller),
                         scenario.deployment.total_gpus() // smaller) is None:
             return smaller
         smaller *= 2
@@ -172,11 +172,36 @@ def kv_shortfall(model: ModelSpec, scenario: Scenario, server: ServerConfig, rep
             f"the p95 context of {context:,} tokens need")
 
 
+# Expert-parallel settings that mean nothing without EP (`ep_size` 1), unset together with it.
+EP_OFF: dict[str, object] = {"ep_size": 1, "moe_a2a_backend": None, "enable_eplb": False, "eplb_algorithm": None,
+                             "eplb_rebalance_num_iterations": None, "ep_num_redundant_experts": None}
+TWO_BATCH_OVERLAP = "--enable-two-batch-overlap"
+
+
+def without_ep(server: ServerConfig) -> ServerConfig:
+    """`server` as a plain TP instance: no expert parallelism, EPLB, all-to-all or DP attention."""
+    extra = {k: v for k, v in server.extra.items() if k != TWO_BATCH_OVERLAP}
+    return msgspec.structs.replace(server, attention_dp_size=1, extra=extra, **EP_OFF)  # type: ignore[arg-type]
+
+
+def at_tp(server: ServerConfig, tp: int) -> ServerConfig:
+    """`server` re-cut to TP `tp`. EP and DP attention live inside the TP group (SGLang requires both to divide
+    tp-size), so they shrink with it; with no EP left its own settings go too (EP2 on a TP2 35B-A3B split
+    into TP1 replicas would otherwise be refused: ep-size 2 on one GPU)."""
+    ep, attention_dp = math.gcd(max(server.ep_size, 1), tp), math.gcd(max(server.attention_dp_size, 1), tp)
+    if server.ep_size > 1 and ep == 1:
+        server = without_ep(server)
+    elif ep != server.ep_size:
+        redundant = server.ep_num_redundant_experts and ep
+        server = msgspec.structs.replace(server, ep_size=ep, ep_num_redundant_experts=redundant or None)
+    return msgspec.structs.replace(server, tp_size=tp, attention_dp_size=attention_dp)
+
+
 def replica_split(scenario: Scenario, tp: int, policy: str) -> Deployment:
     """The deployment's GPUs re-cut into TP `tp` replicas behind a router (casebook case 1 round 4)."""
     group = scenario.deployment.groups[0]
     gpus = scenario.deployment.total_gpus()
-    server = msgspec.structs.replace(group.server, tp_size=tp)
+    server = at_tp(group.server, tp)
     router = scenario.deployment.router or RouterConfig(port=group.base_port)
     router = msgspec.structs.replace(router, policy=policy, port=group.base_port)
     worker = WorkerGroup(name=group.name, role="unified", replicas=max(1, gpus // tp),

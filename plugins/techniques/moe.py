@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import main_server
+from plugins.techniques._rules import TWO_BATCH_OVERLAP, main_server, without_ep
+from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
     ConfigDelta,
@@ -24,7 +26,6 @@ MIN_SCALE_GPUS = 16
 EXPERTS_PER_GPU = 8  # case 5: 32 GPUs hold 256 experts, 8 each
 GPUS_PER_DP_GROUP = 4  # case 5: --dp-size 8 over 32 GPUs
 BOOTSTRAP_PORT = 8998
-TWO_BATCH_OVERLAP = "--enable-two-batch-overlap"
 MIN_DECODE_NODES = 4  # a decode EP domain no narrower than one case-5 EP instance (32 GPUs)
 
 
@@ -70,12 +71,17 @@ class MoeParallelism(Technique):
                                   "then EPLB replicates hot experts (case 5: 7.2x -> 1.9x imbalance).")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
+        server = main_server(ctx.scenario)
+        too_small = _scale_reason(ctx.scenario)
+        if too_small and _expert_layout(server):
+            # A start that already runs the large-scale layout where the casebook calls it detrimental: the
+            # plain TP instance on the same GPUs is the comparison an engineer makes first.
+            return Applicability(True, f"{_expert_layout(server)} on {too_small[0].lower()}{too_small[1:-1]}; "
+                                       "measure the same GPUs as a plain TP instance.")
         if not ctx.model.is_moe:
             return Applicability(False, "The model is dense; expert parallelism needs experts.")
-        too_small = _scale_reason(ctx.scenario)
         if too_small:
             return Applicability(False, too_small)
-        server = main_server(ctx.scenario)
         if server.ep_size <= 1:
             return Applicability(True, f"TP fragments each of {ctx.model.num_experts} experts over every GPU; EP "
                                        "keeps experts whole and DP attention stops KV replication (case 5).")
@@ -94,6 +100,11 @@ class MoeParallelism(Technique):
         deployments hide it behind the other micro-batch's math (`--enable-two-batch-overlap`).
         """
         server = main_server(ctx.scenario)
+        layout = _expert_layout(server)
+        if _scale_reason(ctx.scenario) and layout:
+            return [ConfigDelta(technique=self.name, summary=f"plain TP{server.tp_size}: {layout} off (below the "
+                                                             f"casebook's {MIN_SCALE_GPUS}-GPU scale)",
+                                deployment=_map_servers(ctx.scenario.deployment, without_ep))]
         if server.ep_size <= 1:
             return [self._ep(ctx, overlap) for overlap in (False, True)]
         return [ConfigDelta(technique=self.name, summary=f"EPLB deepseek, {server.ep_size} redundant experts",
@@ -121,6 +132,20 @@ class MoeParallelism(Technique):
         worker = msgspec.structs.replace(group, replicas=replicas, server=server)
         return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
                            deployment=msgspec.structs.replace(ctx.scenario.deployment, groups=[worker]))
+
+
+def _expert_layout(server: ServerConfig) -> str:
+    """The large-scale settings `server` runs ("EP2 + EPLB"), or "" when it runs none."""
+    parts = [f"EP{server.ep_size}"] if server.ep_size > 1 else []
+    parts += ["EPLB"] if server.enable_eplb else []
+    parts += [f"DP attention {server.attention_dp_size}"] if server.attention_dp_size > 1 else []
+    parts += ["two-batch overlap"] if server.extra.get(TWO_BATCH_OVERLAP) else []
+    return " + ".join(parts)
+
+
+def _map_servers(deployment: Deployment, change: Callable[[ServerConfig], ServerConfig]) -> Deployment:
+    groups = [msgspec.structs.replace(g, server=change(g.server)) for g in deployment.groups]
+    return msgspec.structs.replace(deployment, groups=groups)
 
 
 def prefill_server(base: ServerConfig, gpus_per_node: int, dp_attention: bool) -> ServerConfig:
@@ -163,6 +188,35 @@ def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: 
                     server=decode)])
 
 
+def _pd_too_small(scenario: Scenario) -> str | None:
+    if scenario.hardware.nodes < 2:
+        return _scale_reason(scenario) or "One node cannot hold two pools worth separating."
+    return _scale_reason(scenario)
+
+
+def unified_replicas(ctx: TuningContext) -> ConfigDelta:
+    """A PD deployment's GPUs as unified replicas of the decode server at its TP, behind the router.
+
+    The decode server carries the settings that hold requests to the end (KV pool, running cap, speculation);
+    the transfer settings go, and the router takes the casebook's policy for the traffic (case 2).
+    """
+    deployment = ctx.scenario.deployment
+    decode = next(g for g in deployment.groups if g.role == "decode")
+    tp = decode.server.tp_size
+    server = msgspec.structs.replace(decode.server, disaggregation_transfer_backend=None,
+                                     disaggregation_ib_device=None)
+    replicas = max(1, deployment.total_gpus() // server.world_size)
+    policy = preferred_policy(ctx)
+    router = deployment.router or RouterConfig()
+    router = msgspec.structs.replace(router, policy=policy, prefill_policy=None, decode_policy=None)
+    first = min(g.base_port for g in deployment.groups)
+    worker = WorkerGroup(name="worker", role="unified", replicas=replicas, base_port=first, server=server)
+    return ConfigDelta(technique=PdDisaggregation.name,
+                       summary=f"no PD: TP{tp} x {replicas} unified + {policy} router (below the casebook's "
+                               f"{MIN_SCALE_GPUS}-GPU scale)",
+                       deployment=Deployment(groups=[worker], router=router))
+
+
 def first_prefill_nodes(nodes: int) -> int:
     """A third of the nodes for prefill: case 5 starts at 5 of 16 for a 3,000:800 input:output ratio."""
     return max(1, nodes // 3)
@@ -178,11 +232,14 @@ class PdDisaggregation(Technique):
     stepwise: ClassVar[bool] = True
 
     def applicable(self, ctx: TuningContext) -> Applicability:
-        too_small = _scale_reason(ctx.scenario)
+        too_small = _pd_too_small(ctx.scenario)
+        if too_small and ctx.scenario.deployment.is_pd:
+            # Started disaggregated where the casebook calls it detrimental: the same GPUs as unified replicas
+            # is the comparison to make, and no other technique re-cuts a PD deployment.
+            return Applicability(True, f"The deployment is disaggregated, but {too_small[0].lower()}"
+                                       f"{too_small[1:-1]}; measure the same GPUs as unified replicas.")
         if too_small:
             return Applicability(False, too_small)
-        if ctx.scenario.hardware.nodes < 2:
-            return Applicability(False, "One node cannot hold two pools worth separating.")
         if ctx.scenario.deployment.is_pd:
             return Applicability(True, "The prefill/decode node split is the knob that trades TTFT against ITL; "
                                        "shift nodes while throughput rises and the ITL SLO holds (case 5 round 4).")
@@ -197,6 +254,8 @@ class PdDisaggregation(Technique):
         kept, its neighbours, as round 4 shifts nodes while a shift keeps paying and the ITL SLO holds.
         """
         nodes = ctx.scenario.hardware.nodes
+        if ctx.scenario.deployment.is_pd and _pd_too_small(ctx.scenario):
+            return [unified_replicas(ctx)]
         first = first_prefill_nodes(nodes)
         if not ctx.scenario.deployment.is_pd:
             # Until a split is kept: the casebook's first split, then DP-attention prefill nodes from that split

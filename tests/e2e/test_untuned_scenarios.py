@@ -25,6 +25,7 @@ from tests.e2e.untuned import (
     BF16_27B,
     CASE1_AT_512,
     DSV4_AGENTS,
+    EP_TWO_GPUS,
     FP8_CHECKED,
     GLM_AIR_H100_COST,
     HOST,
@@ -35,8 +36,10 @@ from tests.e2e.untuned import (
     NO_FIT,
     NO_START,
     OUTLINES,
+    PD_FOUR_GPUS,
     RAG_FRONT,
     ROUND_ROBIN,
+    SCHEMAS_DEFAULT_BACKEND,
     STARVED_9B,
     TIGHT_TTFT,
     UNMEETABLE,
@@ -551,3 +554,44 @@ def test_nextn_that_serves_far_more_requests_within_the_slo_is_kept_though_a_ttf
     small = [r for r in rounds(outcome, "chunked_prefill") if r.delta and r.delta.summary == "chunked prefill 2048"]
     assert small and all(r.verdict == "rollback" and "no SLO headroom (ttft_p95_ms missed)" in r.reasons[0]
                          for r in small)
+
+
+# -- starts that already run the large-scale layouts, or the default grammar backend ---------------------------
+
+def test_pd_below_the_casebooks_scale_is_measured_against_unified_replicas_on_the_same_gpus() -> None:
+    # Casebook "GPU Scale": PD is detrimental below 16 GPUs, and no other technique re-cuts a PD deployment, so
+    # pd_disaggregation measures the same four GPUs as TP1 x 4 unified replicas. The measurement decides: here
+    # the simulated disaggregated pools keep decoding free of prefill chunks and stay (the unified replicas lose
+    # throughput), a finding docs/fidelity.md records for the casebook's own cases too.
+    outcome = job("pd-four-gpus", auto(), build(PD_FOUR_GPUS))
+    [unified] = rounds(outcome, "pd_disaggregation")
+    assert unified.delta is not None and unified.delta.summary.startswith("no PD: TP1 x 4 unified + power_of_two")
+    assert unified.state == "finished" and unified.repeats >= 2 and unified.verdict in KEPT + ("rollback",)
+    assert "output_throughput.change" in unified.figures
+    final = outcome.report.final
+    assert final is not None
+    assert final.deployment.is_pd == (unified.verdict == "rollback")
+
+
+def test_ep_and_eplb_on_two_gpus_are_measured_against_the_plain_tp_instance_and_splits_drop_ep() -> None:
+    outcome = job("ep-two-gpus", auto(), build(EP_TWO_GPUS))
+    [plain] = rounds(outcome, "moe_parallelism")
+    assert plain.delta is not None and plain.delta.summary.startswith("plain TP2: EP2 + EPLB off")
+    assert plain.state == "finished" and plain.verdict in KEPT + ("rollback",)
+    # The TP1 x 2 split of this instance (router_policy, once chunking leaves TP1 room to start) launches with
+    # EP inside each one-GPU replica switched off, instead of being refused for ep-size 2 on one GPU.
+    splits = rounds(outcome, "router_policy")
+    assert splits
+    for split in splits:
+        assert split.state == "finished" and "ep-size" not in " ".join(split.reasons), split.reasons
+        assert split.delta is not None and split.delta.deployment is not None
+        assert split.delta.deployment.groups[0].server.ep_size == 1
+
+
+def test_schemas_on_the_default_backend_go_straight_to_warming() -> None:
+    # No --grammar-backend: SGLang runs xgrammar, which the casebook's table accepts, so the first grammar
+    # round warms the five schemas instead of re-measuring the same server as "grammar backend xgrammar".
+    outcome = job("default-grammar", auto(), build(SCHEMAS_DEFAULT_BACKEND))
+    grammar = rounds(outcome, "grammar")
+    assert [r.delta.summary for r in grammar if r.delta] == ["warm the grammar cache (5 schemas)"]
+    assert grammar[0].state == "finished"

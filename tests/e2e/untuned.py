@@ -239,3 +239,29 @@ AGENT_CODING = {"name": "agent-coding", "input": {"median": 9000, "p95": 20000},
 DSV4_AGENTS = scenario_data("agents-dsv4-b200", model="deepseek-ai/DeepSeek-V4-Flash", gpu="B200", gpus=8, tp=8,
                             workload=AGENT_CODING, slo={"ttft_p95_ms": 5000, "itl_median_ms": 60},
                             objective="throughput")
+
+# A 9B model disaggregated on four H100s (two TP1 prefill, two TP1 decode workers) for chat at 64 streams:
+# PD well below the casebook's 16-GPU scale.
+PD_FOUR_GPUS = {**scenario_data("chat-9b-pd-four-h100", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=4, tp=1,
+                                router="round_robin", workload=CHAT_64, slo={"ttft_p95_ms": 1500, "itl_median_ms": 40},
+                                objective="throughput"),
+                "deployment": {"router": {"policy": "round_robin", "port": 30000}, "groups": [
+                    {"name": "prefill", "role": "prefill", "replicas": 2, "base_port": 30001, "bootstrap_port": 8998,
+                     "server": {"tp-size": 1, "enable-metrics": True}},
+                    {"name": "decode", "role": "decode", "replicas": 2, "base_port": 30011,
+                     "server": {"tp-size": 1, "enable-metrics": True}}]}}
+
+# The 35B-A3B MoE as one TP2 instance on two H100s with EP2 and EPLB, chat at 64 streams for throughput.
+EP_TWO_GPUS = scenario_data("chat-35b-ep2-two-h100", model="Qwen/Qwen3.6-35B-A3B", gpu="H100-SXM", gpus=2, tp=2,
+                            server={"ep-size": 2, "enable-eplb": True}, workload=CHAT_64,
+                            slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
+
+# Field extraction with five fixed JSON schemas sent as `json_schema`, no --grammar-backend set (SGLang's
+# default, xgrammar), on four TP1 9B replicas behind round_robin.
+SCHEMAS_DEFAULT_BACKEND = scenario_data(
+    "extract-9b-default-grammar", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=4, tp=1, replicas=4,
+    router="round_robin", workload={"name": "extract", "input": {"median": 1800, "p95": 3000},
+                                    "output": {"median": 250, "p95": 400}, "peak_concurrency": 96,
+                                    "prefix": {"system_prompt_tokens": 600},
+                                    "structured_output": {"mode": "json_schema", "schemas": 5}},
+    slo={"ttft_p95_ms": 1500, "failure_rate_max": 0.0}, objective="throughput")
