@@ -301,4 +301,7 @@ class RoundResult(msgspec.Struct, kw_only=True):
     samples: RequestSamples = msgspec.field(default_factory=RequestSamples)
     error: str | None = None
     error_phase: str | None = None
+    # The configuration itself failed (weights or CUDA graphs that do not fit, a flag refused before launch, no
+    # engine or router installed): launching it again fails the same way, so it is not retried.
+    config_fault: bool = False
     notes: list[str] = msgspec.field(default_factory=list)

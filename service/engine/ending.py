@@ -32,8 +32,13 @@ def decide_ending(state: EngineState, checks: list[SLOCheck], max_errors: int, r
     """The ending of a job that was not stopped from outside."""
     if not state.baseline_measured:
         errors = _errors(rounds)
-        return Ending(JobState.FAILED, f"the starting deployment could not be measured ({len(errors)} attempts): "
-                                       + (errors[-1] if errors else "no result"))
+        last = errors[-1] if errors else "no result"
+        if any(r.config_fault for round_ in rounds for r in round_.results):
+            return Ending(JobState.FAILED, f"the starting deployment cannot start: {last} (a fault of the "
+                                           "configuration, so it was not launched again; fix the deployment and "
+                                           "submit the job again)")
+        return Ending(JobState.FAILED, f"the starting deployment could not be measured ({len(errors)} attempt"
+                                       f"{'' if len(errors) == 1 else 's'}): {last}")
     if state.errors_in_a_row >= max_errors:
         errors = _errors(rounds)
         return Ending(JobState.FAILED, f"measurement failed {state.errors_in_a_row} times in a row: "

@@ -479,6 +479,9 @@ class TuningEngine(RoundMeasurer):
                 return True
             self.state.errors_in_a_row += 1
             retry_of = round_.index
+            if any(r.config_fault for r in results):
+                # Out of memory at load, a refused flag, no engine: the same launch fails the same way again.
+                break
         return False
 
     # -- context and finish -------------------------------------------------------------------------------

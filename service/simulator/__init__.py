@@ -36,7 +36,7 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     try:
         cluster = build_cluster(scenario, model, bind, rng, on_finish)
     except ServerStartError as exc:
-        return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="start",
+        return RoundResult(status=RoundStatus.FAILED, error=str(exc), error_phase="start", config_fault=True,
                            provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model,
                                                  sglang_version=scenario.sglang_version))
     bench = scenario.bench

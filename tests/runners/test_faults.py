@@ -58,6 +58,8 @@ def test_each_fault_fails_its_round_with_the_cause_named(launcher: RecordingLaun
     assert result.status is RoundStatus.FAILED
     assert result.error is not None and result.error.startswith(f"{cause}:"), result.error
     assert result.error_phase == phase
+    # Only a fault of the configuration itself (memory, graphs) is one a second launch would meet again.
+    assert result.config_fault == (cause in ("oom", "cuda_graph_capture"))
     # Within the phase deadline, plus what the round needs before that phase starts (start-up of a worker).
     assert elapsed < SHORT.get(deadline, 30.0) + 15.0
     _assert_no_survivors(launcher)

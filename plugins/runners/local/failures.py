@@ -24,6 +24,11 @@ CAUSES = ("validation", "engine_missing", "router_missing", "port_in_use", "laun
           "retraction_storm", "requests_failed")
 
 
+# Causes a second launch of the same configuration meets again (a timeout, a port or a dead worker may not).
+CONFIG_FAULTS = frozenset({"validation", "engine_missing", "router_missing", "ray_missing", "oom",
+                           "cuda_graph_capture"})
+
+
 class RoundFailure(Exception):
     """A round failed: `cause` (one of CAUSES), the launch `phase`, and a sentence for people."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.runners.local.failures import RoundFailure
+from plugins.runners.local.failures import CONFIG_FAULTS, RoundFailure
 from service import (
     BenchFigures,
     PhaseResult,
@@ -32,7 +32,8 @@ def failed(failure: RoundFailure, origin: Provenance, notes: list[str], *, bench
            server: ServerMetrics | None = None) -> RoundResult:
     """A failed round: cause and phase named; figures attached when the load did run."""
     return RoundResult(status=RoundStatus.FAILED, provenance=origin, error=str(failure), error_phase=failure.phase,
-                       bench=bench or BenchFigures(), server=server or ServerMetrics(), notes=notes)
+                       config_fault=failure.cause in CONFIG_FAULTS, bench=bench or BenchFigures(),
+                       server=server or ServerMetrics(), notes=notes)
 
 
 def accept_length(server_info: dict[str, Any]) -> float | None:

@@ -180,3 +180,37 @@ def test_finished_rounds_are_immutable_records() -> None:
     with pytest.raises(IllegalTransition):
         move_round(outcome.job.rounds[1], RoundState.RUNNING)
     assert msgspec.json.encode(outcome.job)  # the job record serialises as a whole
+
+
+class _BaselineFails(FakeRunner):
+    """Every round fails the way `failure` says, from the first (the baseline) on."""
+
+    def __init__(self, failure) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(chunk_figures)
+        self.failure = failure
+
+    async def run_round(self, scenario, *, seed=None, context=None):  # type: ignore[no-untyped-def]
+        self.calls.append((scenario, seed))
+        return self.failure
+
+
+def test_a_baseline_that_fails_by_chance_is_launched_again_and_one_that_cannot_start_is_not() -> None:
+    from service import Provenance, RoundResult, RoundStatus, Source
+
+    origin = Provenance(source=Source.MEASURED, runner="fake")
+    timeout = RoundResult(status=RoundStatus.FAILED, provenance=origin, error_phase="health",
+                          error="health_timeout: worker-0 did not answer /health within 600 s")
+    flaky = run(parts(_BaselineFails(timeout), SweepTechnique([4096])), Playbook(name="p", techniques=["sweep"]))
+    assert [r.technique for r in flaky.job.rounds] == ["baseline"] * MAX_CONSECUTIVE_ERRORS
+    assert flaky.job.stop_reason.startswith(f"the starting deployment could not be measured ({MAX_CONSECUTIVE_ERRORS} "
+                                            "attempts): health_timeout")
+    # Out of memory while loading weights: the same launch fails the same way, so one attempt, and the reason
+    # says the deployment has to change.
+    oom = RoundResult(status=RoundStatus.FAILED, provenance=origin, error_phase="start", config_fault=True,
+                      error="oom: worker-0 exited with code 1 during start: torch.OutOfMemoryError: CUDA out of memory")
+    runner = _BaselineFails(oom)
+    fault = run(parts(runner, SweepTechnique([4096])), Playbook(name="p", techniques=["sweep"]))
+    assert [r.technique for r in fault.job.rounds] == ["baseline"] and len(runner.calls) == 1
+    assert fault.job.state is JobState.FAILED and fault.report.final is None
+    assert fault.job.stop_reason.startswith("the starting deployment cannot start: oom: ")
+    assert "not launched again" in fault.job.stop_reason
