@@ -65,7 +65,8 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
-        issues += check_head_split(scenario) + check_self_draft(scenario) + check_weights_fit(scenario)
+        issues += (check_head_split(scenario) + check_self_draft(scenario) + check_weights_fit(scenario)
+                   + check_context(scenario))
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -258,6 +259,39 @@ def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
                     "an even split when it builds the attention layers",
             hint=f"use tp-size {choices}" if choices else "use a tp-size that divides the attention heads"))
     return issues
+
+
+def check_context(scenario: Scenario) -> list[ValidationIssue]:
+    """Prompts longer than the model's context window, which SGLang refuses request by request.
+
+    The window is the model's `max_position_embeddings`, or a smaller `--context-length` the server sets. A
+    median prompt past it means most requests are refused (an error: nothing the job measured would be the
+    traffic); a p95 prompt plus answer past it, that the longest few percent are (a warning).
+    """
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []  # check_model has named it
+    workload = scenario.workload
+    lengths = [g.server.extra.get("--context-length") for g in scenario.deployment.groups]
+    window = min([model.max_context, *(int(n) for n in lengths if isinstance(n, int | float) and n > 0)])
+    source = (f"{model.name}'s context window of {window:,} tokens" if window == model.max_context else
+              f"the server's --context-length of {window:,} tokens")
+    median, tail = workload.input.median, workload.input.p95_tokens() + workload.output.p95_tokens()
+    if median > window:
+        return [ValidationIssue(
+            field="workload.input.median",
+            message=f"the median prompt of {median:,} tokens is longer than {source}; SGLang refuses every "
+                    "request past it, so most of this traffic would never be served",
+            hint=f"shorten the prompts below {window:,} tokens (retrieve or summarise), or choose a model with a "
+                 "longer context")]
+    if tail > window:
+        return [ValidationIssue(
+            field="workload.input.p95", severity="warning",
+            message=f"a p95 prompt and answer take {tail:,} tokens, more than {source}: SGLang refuses the "
+                    "longest few percent of requests, and they count as failed requests in every round",
+            hint=f"keep prompt and answer under {window:,} tokens, or choose a model with a longer context")]
+    return []
 
 
 def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
