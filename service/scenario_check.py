@@ -289,7 +289,8 @@ def check_context(scenario: Scenario) -> list[ValidationIssue]:
         return [ValidationIssue(
             field="workload.input.p95", severity="warning",
             message=f"a p95 prompt and answer take {tail:,} tokens, more than {source}: SGLang refuses the "
-                    "longest few percent of requests, and they count as failed requests in every round",
+                    "longest few percent of requests (a real server's rounds count them as failed; the "
+                    "simulator draws no prompt past the window, so its rounds leave them out)",
             hint=f"keep prompt and answer under {window:,} tokens, or choose a model with a longer context")]
     return []
 
