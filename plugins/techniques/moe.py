@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import TWO_BATCH_OVERLAP, main_server, without_ep
+from plugins.techniques._rules import TWO_BATCH_OVERLAP, fit_balance, main_server, router_note, without_ep
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -208,12 +208,13 @@ def unified_replicas(ctx: TuningContext) -> ConfigDelta:
     replicas = max(1, deployment.total_gpus() // server.world_size)
     policy = preferred_policy(ctx)
     router = deployment.router or RouterConfig()
-    router = msgspec.structs.replace(router, policy=policy, prefill_policy=None, decode_policy=None)
+    router = fit_balance(msgspec.structs.replace(router, policy=policy, prefill_policy=None, decode_policy=None),
+                         ctx.scenario, replicas)
     first = min(g.base_port for g in deployment.groups)
     worker = WorkerGroup(name="worker", role="unified", replicas=replicas, base_port=first, server=server)
     return ConfigDelta(technique=PdDisaggregation.name,
-                       summary=f"no PD: TP{tp} x {replicas} unified + {policy} router (below the casebook's "
-                               f"{MIN_SCALE_GPUS}-GPU scale)",
+                       summary=f"no PD: TP{tp} x {replicas} unified + {policy} router{router_note(router)} (below "
+                               f"the casebook's {MIN_SCALE_GPUS}-GPU scale)",
                        deployment=Deployment(groups=[worker], router=router))
 
 

@@ -6,7 +6,15 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import main_server, replica_split, sharing_rate, smallest_replica_tp, tried_deltas
+from plugins.techniques._rules import (
+    fit_balance,
+    main_server,
+    replica_split,
+    router_note,
+    sharing_rate,
+    smallest_replica_tp,
+    tried_deltas,
+)
 from service import Applicability, ConfigDelta, Technique, TuningContext
 
 # Casebook "Prefix Sharing Rate": below 0.2 RadixAttention offers almost no benefit.
@@ -72,8 +80,10 @@ def _split_candidates(ctx: TuningContext, compare: list[str]) -> tuple[list[Conf
     measured = {_layout(delta) for delta in tried_deltas(ctx, Parallelism.name)}
     fresh, done = [], []
     for policy in compare:
-        delta = ConfigDelta(technique=RouterPolicy.name, summary=f"TP{tp} x {replicas} + {policy} router",
-                            deployment=replica_split(ctx.scenario, tp, policy))
+        split = replica_split(ctx.scenario, tp, policy)
+        delta = ConfigDelta(technique=RouterPolicy.name,
+                            summary=f"TP{tp} x {replicas} + {policy} router{router_note(split.router)}",
+                            deployment=split)
         (done if _layout(delta) in measured else fresh).append(delta)
     return fresh, [delta.summary for delta in done]
 
@@ -114,8 +124,10 @@ class Parallelism(Technique):
         out = []
         size = smallest_replica_tp(ctx.model, ctx.scenario)
         while size < tp:
-            out.append(ConfigDelta(technique=self.name, summary=f"TP{size} x {gpus // size} + {policy} router",
-                                   deployment=replica_split(ctx.scenario, size, policy)))
+            split = replica_split(ctx.scenario, size, policy)
+            out.append(ConfigDelta(technique=self.name,
+                                   summary=f"TP{size} x {gpus // size} + {policy} router{router_note(split.router)}",
+                                   deployment=split))
             size *= 2
         return out
 
@@ -159,9 +171,15 @@ class RouterPolicy(Technique):
         router = ctx.scenario.deployment.router
         if router is None:
             return []
-        return [ConfigDelta(technique=self.name, summary=f"router policy {policy}",
-                            router=msgspec.structs.replace(router, policy=policy))
-                for policy in compare if policy != router.policy]
+        workers = sum(g.replicas for g in ctx.scenario.deployment.groups)
+        out = []
+        for policy in compare:
+            if policy == router.policy:
+                continue
+            changed = fit_balance(msgspec.structs.replace(router, policy=policy), ctx.scenario, workers)
+            out.append(ConfigDelta(technique=self.name, summary=f"router policy {policy}{router_note(changed, router)}",
+                                   router=changed))
+        return out
 
 
 def _compared(ctx: TuningContext) -> list[str]:

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import kv_need, kv_shortfall
+from plugins.techniques._rules import fit_balance, kv_need, kv_shortfall, router_note
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -198,13 +198,13 @@ def _doubled(ctx: TuningContext) -> ConfigDelta | None:
         return None
     policy = preferred_policy(ctx)
     if deployment.router is None:
-        router = RouterConfig(port=group.base_port, policy=policy)
+        router = fit_balance(RouterConfig(port=group.base_port, policy=policy), ctx.scenario, replicas)
         worker = msgspec.structs.replace(group, replicas=replicas, base_port=group.base_port + 1)
-        how = f"behind a {policy} router"
+        how = f"behind a {policy} router{router_note(router)}"
     else:
-        router = deployment.router
+        router = fit_balance(deployment.router, ctx.scenario, replicas)
         worker = msgspec.structs.replace(group, replicas=replicas)
-        how = f"behind the {router.policy} router"
+        how = f"behind the {router.policy} router{router_note(router, deployment.router)}"
     return ConfigDelta(technique=ScaleOut.name,
                        summary=f"{replicas} replicas (TP{group.server.tp_size}) {how}: {replicas * per} GPUs",
                        deployment=Deployment(groups=[worker], router=router))

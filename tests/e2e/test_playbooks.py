@@ -130,18 +130,22 @@ def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_rolls_back_eagle3_
 def test_coding_assistant_replicas_are_judged_against_tp8_and_lose_in_the_simulator() -> None:
     report = tune("coding-assistant")
     # TP2 x 4 and TP4 x 2 are alternatives against the same chunk 4096 + FP8 TP8 baseline (the casebook's
-    # sequence); TP2 x 4 breaks the TTFT SLO in the simulator (a 28k-token paste prefills for about 3 s on
-    # two GPUs, docs/tuning.md) and loses throughput; TP4 x 2 raises every ITL figure at level throughput.
+    # sequence); TP2 x 4 sits at the TTFT target in the simulator (a 28k-token paste prefills for about 3 s on
+    # two GPUs, docs/tuning.md: p95 992 ms against 1,000 ms, p99 near 1.9 s) and loses 15% of the throughput;
+    # TP4 x 2 raises every ITL figure at level throughput.
     # 27 GB of FP8 weights take 19% of an H200, so TP1 x 8 is offered too: each paste then prefills on one
     # GPU, and it breaks the TTFT target further with twice the median ITL.
     split = rounds(report, "parallelism")
-    assert [r["delta"]["summary"] for r in split] == ["TP1 x 8 + cache_aware router", "TP2 x 4 + cache_aware router",
-                                                      "TP4 x 2 + cache_aware router"]
+    # 25 clients: sglang-router's default --balance-abs-threshold of 64 could never fire, so each split's
+    # router balances at one replica's share of them.
+    assert [r["delta"]["summary"] for r in split] == [
+        "TP1 x 8 + cache_aware router (balance-abs-threshold 4)", "TP2 x 4 + cache_aware router (balance-abs-threshold 7)",
+        "TP4 x 2 + cache_aware router (balance-abs-threshold 13)"]
     tp1, tp2, tp4 = split
     assert tp1["figures"]["slo.ttft_p95_ms.candidate"] > tp1["figures"]["slo.ttft_p95_ms.target"]
     assert tp1["figures"]["median_itl_ms.change"] > 0.5 and tp1["figures"]["output_throughput.change"] < 0
-    assert tp2["figures"]["slo.ttft_p95_ms.candidate"] > tp2["figures"]["slo.ttft_p95_ms.target"]
-    assert tp2["result"]["bench"]["p99_ttft_ms"] > 2000 and tp2["figures"]["output_throughput.change"] < 0
+    assert tp2["figures"]["slo.ttft_p95_ms.candidate"] > 0.95 * tp2["figures"]["slo.ttft_p95_ms.target"]
+    assert tp2["result"]["bench"]["p99_ttft_ms"] > 1500 and tp2["figures"]["output_throughput.change"] < -0.1
     assert tp4["figures"]["median_itl_ms.change"] > 0
     assert all(r["verdict"] == "rollback" for r in split)
     assert report["slo"]["met"]
@@ -155,7 +159,7 @@ def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reo
     report = tune("document-qa-rag")
     routers = rounds(report, "router_policy")
     assert [r["delta"]["summary"] for r in routers] == ["TP2 x 2 + round_robin router",
-                                                        "TP2 x 2 + cache_aware router"]
+                                                        "TP2 x 2 + cache_aware router (balance-abs-threshold 11)"]
     baseline = report["rounds"][0]["result"]["bench"]["output_throughput"]
     # Both against TP4 (an undecided comparison may add baseline seeds, which moves its mean a little).
     assert all(r["figures"]["output_throughput.baseline"] == pytest.approx(baseline, rel=0.02) for r in routers)

@@ -22,6 +22,7 @@ from service.engine.report import ReportRound
 from service.sglang import errors
 from tests.e2e.untuned import (
     A100_CHAT,
+    AGENTS_ROUND_ROBIN,
     BF16_27B,
     CASE1_AT_512,
     DSV4_AGENTS,
@@ -597,3 +598,18 @@ def test_schemas_on_the_default_backend_go_straight_to_warming() -> None:
     grammar = rounds(outcome, "grammar")
     assert [r.delta.summary for r in grammar if r.delta] == ["warm the grammar cache (5 schemas)"]
     assert grammar[0].state == "finished"
+
+
+def test_cache_aware_for_few_clients_balances_instead_of_piling_every_request_on_one_worker() -> None:
+    # 64 clients: sglang-router's default --balance-abs-threshold of 64 never fires, and every agent prompt's
+    # 20,000-token shared prefix passes the cache threshold, so cache_aware with defaults sends all 64 to the
+    # first worker (642 tok/s against round_robin's 1,977). The tuner's cache_aware balances at 16 (one
+    # worker's share) and is judged on what routing does, not on a pile-up: level with round_robin, which
+    # already caches the one shared prompt on every worker, so round_robin stays.
+    outcome = job("agents-round-robin", auto(), build(AGENTS_ROUND_ROBIN))
+    [router] = rounds(outcome, "router_policy")
+    assert router.delta is not None and router.delta.summary == "router policy cache_aware (balance-abs-threshold 16)"
+    assert router.result is not None
+    assert router.result.bench.output_throughput > 0.9 * router.figures["output_throughput.baseline"]
+    assert router.figures["output_throughput.change"] > -0.1 and router.verdict in ("rollback", "inconclusive")
+    assert outcome.report.final is not None and outcome.report.final.deployment.router.policy == "round_robin"

@@ -265,3 +265,12 @@ SCHEMAS_DEFAULT_BACKEND = scenario_data(
                                     "prefix": {"system_prompt_tokens": 600},
                                     "structured_output": {"mode": "json_schema", "schemas": 5}},
     slo={"ttft_p95_ms": 1500, "failure_rate_max": 0.0}, objective="throughput")
+
+# Agents under one 20,000-token system prompt on four TP1 9B replicas behind round_robin, 64 streams: every
+# prompt's shared prefix passes cache_aware's 0.3 cache threshold.
+AGENTS_ROUND_ROBIN = scenario_data(
+    "agents-9b-round-robin", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=4, tp=1, replicas=4,
+    router="round_robin", workload={"name": "agent", "input": {"median": 22000, "p95": 30000},
+                                    "output": {"median": 300, "p95": 700}, "prefix_sharing_rate": 0.9,
+                                    "peak_concurrency": 64, "prefix": {"system_prompt_tokens": 20000}},
+    slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
