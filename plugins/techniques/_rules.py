@@ -215,11 +215,12 @@ def fit_balance(router: RouterConfig, scenario: Scenario, workers: int) -> Route
     threshold (a 20,000-token agent system prompt), every request goes to the first worker that cached it
     (9B on four H100s at 64 agent streams: 642 tok/s against round_robin's 1,977). The threshold becomes one
     worker's share of the clients (16 there: 1,969 tok/s), so affinity holds until a worker carries a whole
-    share more than another. A threshold the user set is kept.
+    share more than another. A threshold the user set is kept, and an SMG router is left to its own policy.
     """
     clients = clients_of(scenario)
-    if (router.policy != "cache_aware" or router.balance_abs_threshold is not None or workers < 2
-            or not clients or clients > BALANCE_ABS_DEFAULT):
+    # sglang-router 0.3.2's algorithm (SMG's cache_aware spills against the fleet mean instead).
+    if (router.policy != "cache_aware" or router.package != "sglang-router" or router.balance_abs_threshold is not None
+            or workers < 2 or not clients or clients > BALANCE_ABS_DEFAULT):
         return router
     return msgspec.structs.replace(router, balance_abs_threshold=max(1, math.ceil(clients / workers)))
 

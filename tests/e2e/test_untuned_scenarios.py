@@ -428,11 +428,17 @@ def test_a_cost_job_sizes_a_moe_to_the_gpus_its_kv_needs() -> None:
     outcome = job("glm-air-h100-cost", auto(), build(GLM_AIR_H100_COST))
     # GLM-4.5-Air in BF16 is 197 GiB: on TP4 each 80 GB H100 holds 49 GiB of weights and a KV pool of about
     # 390,000 tokens, where 16 chat streams at the p95 context (3,000 + 1,200 tokens) need 67,200. The casebook's
-    # capacity calculation has room to spare, so the cost objective halves the node and keeps TP4.
+    # capacity calculation has room to spare, so the cost objective halves the node and keeps TP4. The node is
+    # first re-cut into TP4 x 2 behind a cache_aware router balancing at one replica's share of the 8 clients
+    # (kept: more throughput within the SLO); the cost objective then drops one of the two replicas.
+    [split] = rounds(outcome, "parallelism")[:1]
+    assert split.delta is not None and split.delta.summary.startswith("TP4 x 2 + cache_aware router")
     sized = rounds(outcome, "right_sizing")
-    assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [("TP4 on 4 GPUs (from TP8)", "accept")]
+    assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [
+        ("1 of 2 replicas (TP4): 4 GPUs, no router", "accept")]
     # TP2 is never launched: its 99 GiB of weights per GPU would not start, so the walk ends on TP4.
-    assert outcome.report.final.deployment.total_gpus() == 4 and outcome.report.slo.met
+    final = outcome.report.final.deployment
+    assert final.total_gpus() == 4 and final.groups[0].server.tp_size == 4 and outcome.report.slo.met
 
 
 # -- 18. a one-repeat job settles a large gain on enough seeds ------------------------------------------------------
