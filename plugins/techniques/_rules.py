@@ -185,16 +185,18 @@ def without_ep(server: ServerConfig) -> ServerConfig:
 
 
 def at_tp(server: ServerConfig, tp: int) -> ServerConfig:
-    """`server` re-cut to TP `tp`. EP and DP attention live inside the TP group (SGLang requires both to divide
-    tp-size), so they shrink with it; with no EP left its own settings go too (EP2 on a TP2 35B-A3B split
-    into TP1 replicas would otherwise be refused: ep-size 2 on one GPU)."""
+    """`server` re-cut to one TP `tp` instance on `tp` GPUs: no pipeline stages or data-parallel copies (the
+    router's replicas take their place; TP8 x PP2 over two nodes split into TP4 replicas would otherwise ask
+    for 32 GPUs). EP and DP attention live inside the TP group (SGLang requires both to divide tp-size), so
+    they shrink with it; with no EP left its own settings go too (EP2 on a TP2 35B-A3B split into TP1
+    replicas would otherwise be refused: ep-size 2 on one GPU)."""
     ep, attention_dp = math.gcd(max(server.ep_size, 1), tp), math.gcd(max(server.attention_dp_size, 1), tp)
     if server.ep_size > 1 and ep == 1:
         server = without_ep(server)
     elif ep != server.ep_size:
         redundant = server.ep_num_redundant_experts and ep
         server = msgspec.structs.replace(server, ep_size=ep, ep_num_redundant_experts=redundant or None)
-    return msgspec.structs.replace(server, tp_size=tp, attention_dp_size=attention_dp)
+    return msgspec.structs.replace(server, tp_size=tp, pp_size=1, dp_size=1, attention_dp_size=attention_dp)
 
 
 # sglang-router's --balance-abs-threshold: cache_aware balances load only while the busiest worker holds more

@@ -58,7 +58,7 @@ def ep_server(server: ServerConfig, gpus: int, overlap: bool | None = None) -> S
         extra.pop(TWO_BATCH_OVERLAP, None)
         if overlap:
             extra[TWO_BATCH_OVERLAP] = True
-    return msgspec.structs.replace(server, tp_size=gpus, ep_size=gpus, moe_a2a_backend="deepep",
+    return msgspec.structs.replace(server, tp_size=gpus, pp_size=1, dp_size=1, ep_size=gpus, moe_a2a_backend="deepep",
                                    attention_dp_size=max(1, gpus // GPUS_PER_DP_GROUP), extra=extra)
 
 
@@ -157,7 +157,8 @@ def prefill_server(base: ServerConfig, gpus_per_node: int, dp_attention: bool) -
     over the node per layer and no InfiniBand all-to-all.
     """
     prefill = msgspec.structs.replace(
-        base, tp_size=gpus_per_node, ep_size=1, moe_a2a_backend=None, attention_dp_size=1, enable_eplb=False,
+        base, tp_size=gpus_per_node, pp_size=1, dp_size=1, ep_size=1, moe_a2a_backend=None, attention_dp_size=1,
+        enable_eplb=False,
         eplb_algorithm=None, eplb_rebalance_num_iterations=None, ep_num_redundant_experts=None,
         chunked_prefill_size=16384, mem_fraction_static=0.85, max_running_requests=None,
         extra={k: v for k, v in base.extra.items() if k != TWO_BATCH_OVERLAP})

@@ -38,6 +38,7 @@ from tests.e2e.untuned import (
     NO_START,
     OUTLINES,
     PD_FOUR_GPUS,
+    PIPELINE_TWO_NODES,
     RAG_FRONT,
     ROUND_ROBIN,
     SCHEMAS_DEFAULT_BACKEND,
@@ -619,3 +620,16 @@ def test_cache_aware_for_few_clients_balances_instead_of_piling_every_request_on
     assert router.result.bench.output_throughput > 0.9 * router.figures["output_throughput.baseline"]
     assert router.figures["output_throughput.change"] > -0.1 and router.verdict in ("rollback", "inconclusive")
     assert outcome.report.final is not None and outcome.report.final.deployment.router.policy == "round_robin"
+
+
+def test_a_pipelined_server_over_two_nodes_is_measured_against_tp_replicas_on_the_same_gpus() -> None:
+    # TP8 x PP2 spends a pipeline hop between the nodes on every step; TP4 replicas inside each node are the
+    # casebook's comparison (case 1 round 4). Each replica is one stage: carrying pp-size 2 into the split
+    # asked for 32 GPUs and was refused before launch, so the comparison was never made.
+    outcome = job("pipeline-two-nodes", auto(), build(PIPELINE_TWO_NODES))
+    splits = rounds(outcome, "parallelism")
+    assert splits and all(r.state == "finished" and r.result is not None and r.result.status == "ok" for r in splits)
+    assert all(r.delta is not None and r.delta.deployment.total_gpus() == 16 for r in splits)
+    assert all(r.delta.deployment.groups[0].server.pp_size == 1 for r in splits)
+    final = outcome.report.final
+    assert final is not None and final.deployment.total_gpus() <= 16

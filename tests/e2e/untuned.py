@@ -274,3 +274,8 @@ AGENTS_ROUND_ROBIN = scenario_data(
                                     "output": {"median": 300, "p95": 700}, "prefix_sharing_rate": 0.9,
                                     "peak_concurrency": 64, "prefix": {"system_prompt_tokens": 20000}},
     slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
+
+# A dense 27B in BF16 as one TP8 x PP2 server over two 8-GPU H100 nodes, chat at 64 streams for throughput.
+PIPELINE_TWO_NODES = scenario_data("chat-27b-tp8-pp2", model="Qwen/Qwen3.6-27B", gpu="H100-SXM", gpus=8, nodes=2,
+                                   tp=8, server={"pp-size": 2}, workload=CHAT_64,
+                                   slo={"ttft_p95_ms": 1500, "itl_median_ms": 40}, objective="throughput")

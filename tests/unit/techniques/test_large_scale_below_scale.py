@@ -96,3 +96,22 @@ def test_pd_at_scale_still_sweeps_the_node_split() -> None:
     hardware = msgspec.structs.replace(_pd_start().hardware, gpus_per_node=8, nodes=4)
     ctx = context(msgspec.structs.replace(_pd_start(), hardware=hardware))
     assert not any(d.summary.startswith("no PD") for d in PdDisaggregation().propose(ctx))
+
+
+def test_a_replica_split_of_pipeline_or_data_parallel_servers_fills_the_same_gpus() -> None:
+    # TP8 x PP2 over two 8-GPU nodes split into TP4 replicas: four of them, one stage each, on the same 16
+    # GPUs (carrying pp-size 2 into each replica asked for 32). A dp-size 2 server split into TP1 replicas:
+    # two of them, each one GPU.
+    dense = "Qwen/Qwen3.6-27B"
+    staged = scenario(dense, "H100-SXM", 8, deployment(dense, tp=8, pp_size=2), clients=64)
+    staged = msgspec.structs.replace(staged, hardware=msgspec.structs.replace(staged.hardware, nodes=2))
+    assert _errors(staged) == []
+    split = msgspec.structs.replace(staged, deployment=replica_split(staged, 4, "power_of_two"))
+    [group] = split.deployment.groups
+    assert (group.replicas, group.server.tp_size, group.server.pp_size, group.server.world_size) == (4, 4, 1, 4)
+    assert split.deployment.total_gpus() == 16 and _errors(split) == []
+    copies = scenario(DENSE, "H100-SXM", 2, deployment(DENSE, tp=1, dp_size=2), clients=64)
+    split = msgspec.structs.replace(copies, deployment=replica_split(copies, 1, "power_of_two"))
+    [group] = split.deployment.groups
+    assert (group.replicas, group.server.dp_size, group.server.world_size) == (2, 1, 1)
+    assert split.deployment.total_gpus() == 2 and _errors(split) == []
