@@ -7,7 +7,7 @@ from typing import ClassVar
 import msgspec
 
 from plugins.techniques._rules import main_server, recompute_ms, reused_prefix_tokens, sharing_rate, transfer_ms
-from service import Applicability, ConfigDelta, Technique, TuningContext
+from service import Applicability, ConfigDelta, ServerStartError, Technique, TuningContext, resolve_server
 
 # Casebook "Prefix Sharing Rate": above 0.6 the hit rate dominates, so write_through.
 HIT_RATE_DOMINANT = 0.6
@@ -17,10 +17,44 @@ HICACHE_OFF = {"enable_hierarchical_cache": None, "hicache_ratio": None, "hicach
                "hicache_write_policy": None, "hicache_io_backend": None}
 
 
+def saved_tokens(ctx: TuningContext) -> int:
+    """Tokens one cache hit saves: a shared document, a conversation's history with the fixed parts before it,
+    else the system prompt and tool definitions."""
+    prefix = ctx.scenario.workload.prefix
+    if prefix.documents is None and prefix.conversations and prefix.history_tokens:
+        return prefix.system_prompt_tokens + prefix.tool_definition_tokens + prefix.history_tokens
+    return reused_prefix_tokens(ctx.scenario)
+
+
 def hicache_break_even(ctx: TuningContext) -> tuple[float, float]:
     """(recompute ms, transfer ms) for the prefix a hit saves (casebook case 2: 227 ms vs 30 ms)."""
-    tokens = reused_prefix_tokens(ctx.scenario)
+    tokens = saved_tokens(ctx)
     return recompute_ms(tokens, ctx.model, ctx.scenario), transfer_ms(tokens, ctx.model, ctx.scenario)
+
+
+def history_outgrows_pool(ctx: TuningContext) -> str | None:
+    """How far the conversations' histories outgrow the GPU KV pools, or None when they fit (or there are none).
+
+    Each conversation's history is a prefix its next turn reuses, so the working set is every conversation's
+    history, as case 2's is every popular document: 400 conversations of 16,000 tokens are 6.4 million tokens,
+    where two TP2 H100 replicas of a 27B in FP8 hold about 2.4 million.
+    """
+    prefix = ctx.scenario.workload.prefix
+    if prefix.documents is not None or not prefix.conversations or not prefix.history_tokens:
+        return None
+    history = prefix.conversations * prefix.history_tokens
+    pool = 0
+    for group in ctx.scenario.deployment.groups:
+        if group.role == "prefill":
+            continue
+        try:
+            pool += group.replicas * resolve_server(ctx.model, ctx.scenario.hardware, group.server).pool_tokens
+        except ServerStartError:
+            return None
+    if pool <= 0 or history <= pool:
+        return None
+    return (f"{prefix.conversations} conversations of {prefix.history_tokens:,} history tokens ({history:,}) "
+            f"outgrow the GPU KV pools ({pool:,} tokens)")
 
 
 class HiCache(Technique):
@@ -37,15 +71,20 @@ class HiCache(Technique):
             if harmful is not None:
                 return Applicability(True, f"HiCache is on but {harmful}: remove it.")
             return Applicability(False, "HiCache is already enabled, and transfer beats recompute here.")
-        if reused_prefix_tokens(ctx.scenario) == 0:
+        if saved_tokens(ctx) == 0:
             return Applicability(False, "No shared prefix to keep, so a host cache tier has nothing to restore.")
         recompute, transfer = hicache_break_even(ctx)
         figures = f"recompute {recompute:.0f} ms vs transfer {transfer:.0f} ms"
         if transfer >= recompute:
             return Applicability(False, f"Below break-even ({figures}): restoring from host is slower than "
                                         "recomputing, so HiCache is detrimental (casebook case 2).")
+        outgrown = history_outgrows_pool(ctx)
+        if outgrown is not None:
+            return Applicability(True, f"{outgrown}, and transfer beats recompute ({figures}, "
+                                       f"{recompute / transfer:.1f}x): evicted histories come back from host memory "
+                                       "instead of being prefilled again, as case 2's documents do.")
         if ctx.scenario.workload.prefix.documents is None:
-            return Applicability(False, f"Above break-even ({figures}) but the shared prefix fits on the GPU, so "
+            return Applicability(False, f"Above break-even ({figures}) but the reused prefixes fit on the GPU, so "
                                         "nothing is evicted for HiCache to restore (casebook: unnecessary).")
         return Applicability(True, f"Documents outgrow the GPU KV pool and transfer beats recompute ({figures}, "
                                    f"{recompute / transfer:.1f}x), as in casebook case 2.")
@@ -60,7 +99,7 @@ class HiCache(Technique):
         if ctx.options.get("compare_write_policies"):
             policies.append("write_back" if first == "write_through" else "write_through")
         # Page 64 amortises PCIe transfers on long prefixes; short prompts waste too much per page (case 2).
-        page = 64 if reused_prefix_tokens(ctx.scenario) >= 2048 else 16
+        page = 64 if saved_tokens(ctx) >= 2048 else 16
         return [ConfigDelta(
             technique=self.name, summary=f"HiCache ratio 2, page {page}, {policy}",
             set_server={"page_size": page, "enable_hierarchical_cache": True, "hicache_ratio": 2.0,
@@ -72,7 +111,7 @@ class HiCache(Technique):
 def _hicache_harmful(ctx: TuningContext) -> str | None:
     """Why a HiCache tier that is on does harm here, or None (casebook case 2 break-even: restoring a
     prefix from host memory must beat recomputing it, 30 ms against 227 ms there)."""
-    if reused_prefix_tokens(ctx.scenario) == 0:
+    if saved_tokens(ctx) == 0:
         return "no prefix is shared, so the host tier has nothing to restore"
     recompute, transfer = hicache_break_even(ctx)
     if transfer >= recompute:

@@ -279,3 +279,13 @@ AGENTS_ROUND_ROBIN = scenario_data(
 PIPELINE_TWO_NODES = scenario_data("chat-27b-tp8-pp2", model="Qwen/Qwen3.6-27B", gpu="H100-SXM", gpus=8, nodes=2,
                                    tp=8, server={"pp-size": 2}, workload=CHAT_64,
                                    slo={"ttft_p95_ms": 1500, "itl_median_ms": 40}, objective="throughput")
+
+# Support chat with long conversations: 400 conversations of 16,000 history tokens under a 2,000-token system
+# prompt, on two TP2 27B FP8 replicas behind cache_aware (H100), 48 streams, measured on a warm service.
+LONG_CONVERSATIONS = scenario_data(
+    "long-conversations-27b-h100", model="Qwen/Qwen3.6-27B", gpu="H100-SXM", gpus=4, tp=2, replicas=2,
+    router="cache_aware", server=FP8,
+    workload={"name": "long-conv", "input": {"median": 18000, "p95": 30000}, "output": {"median": 400, "p95": 900},
+              "prefix_sharing_rate": 0.85, "peak_concurrency": 48,
+              "prefix": {"system_prompt_tokens": 2000, "history_tokens": 16000, "conversations": 400}},
+    slo={"ttft_p95_ms": 4000, "itl_median_ms": 50}, bench={"num_prompts": 600, "warm_prompts": 800})
