@@ -153,8 +153,8 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
 def kv_need(scenario: Scenario, replicas: int) -> tuple[float, int, int]:
     """(clients per instance, p95 context, the tokens they hold): casebook "Capacity Calculation", every request
     in flight at the p95 context ("p95 scenario (28,000 tokens x 25 requests)")."""
-    bench, workload = scenario.bench, scenario.workload
-    clients = (bench.max_concurrency or workload.peak_concurrency or 1) / max(replicas, 1)
+    workload = scenario.workload
+    clients = (clients_of(scenario) or 1) / max(replicas, 1)
     context = workload.input.p95_tokens() + workload.output.p95_tokens()
     return clients, context, math.ceil(clients * context)
 

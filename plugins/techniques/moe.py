@@ -157,11 +157,8 @@ def prefill_server(base: ServerConfig, gpus_per_node: int, dp_attention: bool) -
     over the node per layer and no InfiniBand all-to-all.
     """
     prefill = msgspec.structs.replace(
-        base, tp_size=gpus_per_node, pp_size=1, dp_size=1, ep_size=1, moe_a2a_backend=None, attention_dp_size=1,
-        enable_eplb=False,
-        eplb_algorithm=None, eplb_rebalance_num_iterations=None, ep_num_redundant_experts=None,
-        chunked_prefill_size=16384, mem_fraction_static=0.85, max_running_requests=None,
-        extra={k: v for k, v in base.extra.items() if k != TWO_BATCH_OVERLAP})
+        without_ep(base), tp_size=gpus_per_node, pp_size=1, dp_size=1, chunked_prefill_size=16384,
+        mem_fraction_static=0.85, max_running_requests=None)
     if not dp_attention:
         return prefill
     return msgspec.structs.replace(prefill, ep_size=gpus_per_node, moe_a2a_backend="deepep",
