@@ -7,6 +7,7 @@ from typing import ClassVar
 import msgspec
 
 from plugins.techniques._rules import (
+    clients_of,
     fit_balance,
     main_server,
     replica_split,
@@ -88,6 +89,18 @@ def _split_candidates(ctx: TuningContext, compare: list[str]) -> tuple[list[Conf
     return fresh, [delta.summary for delta in done]
 
 
+def lone_client(ctx: TuningContext) -> str | None:
+    """Why replicas cannot help a benchmark that keeps one request in flight (None when it keeps more).
+
+    Replicas raise throughput and cut queueing by each filling its own batch; with one client stream, one
+    replica holds the request and every other sits idle, while the smaller TP only slows the one request.
+    """
+    if clients_of(ctx.scenario) != 1:
+        return None
+    return ("One client stream keeps one request in flight: a second replica would sit idle, and a smaller TP "
+            "only slows the one request (replicas pay off by filling their own batches, casebook case 1).")
+
+
 def _single_unified(ctx: TuningContext) -> bool:
     groups = ctx.scenario.deployment.groups
     return len(groups) == 1 and groups[0].role == "unified" and groups[0].replicas == 1
@@ -110,6 +123,12 @@ class Parallelism(Technique):
         target = smallest_replica_tp(ctx.model, ctx.scenario)
         if tp <= target:
             return Applicability(False, f"TP{tp} is already the smallest TP that leaves room for KV.")
+        if lone := lone_client(ctx):
+            return Applicability(False, lone)
+        if not _split_sizes(ctx, tp):
+            return Applicability(False, f"Every split of TP{tp} down to TP{target} makes more replicas than the "
+                                        f"{clients_of(ctx.scenario)} requests in flight: the extra replicas would "
+                                        "sit idle.")
         itl_slo = ctx.scenario.slo.itl_median_ms
         if itl_slo is not None and ctx.baseline is not None and ctx.baseline.bench.median_itl_ms > 0.5 * itl_slo:
             return Applicability(False, f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms leaves no headroom "
@@ -122,14 +141,24 @@ class Parallelism(Technique):
         gpus = ctx.scenario.deployment.total_gpus()
         policy = preferred_policy(ctx)
         out = []
-        size = smallest_replica_tp(ctx.model, ctx.scenario)
-        while size < tp:
+        for size in _split_sizes(ctx, tp):
             split = replica_split(ctx.scenario, size, policy)
             out.append(ConfigDelta(technique=self.name,
                                    summary=f"TP{size} x {gpus // size} + {policy} router{router_note(split.router)}",
                                    deployment=split))
-            size *= 2
         return out
+
+
+def _split_sizes(ctx: TuningContext, tp: int) -> list[int]:
+    """The replica TP sizes below `tp` worth measuring: from the smallest that leaves room for KV, doubling,
+    leaving out splits into more replicas than the benchmark keeps requests in flight (the extra ones idle)."""
+    gpus, clients = ctx.scenario.deployment.total_gpus(), clients_of(ctx.scenario)
+    size, out = smallest_replica_tp(ctx.model, ctx.scenario), []
+    while size < tp:
+        if not 0 < clients < gpus // size:
+            out.append(size)
+        size *= 2
+    return out
 
 
 class RouterPolicy(Technique):
@@ -149,6 +178,8 @@ class RouterPolicy(Technique):
         if _single_unified(ctx):
             if deployment.total_gpus() < 2 * smallest_replica_tp(ctx.model, ctx.scenario):
                 return Applicability(False, "Too few GPUs for two replicas, so there is nothing to route.")
+            if lone := lone_client(ctx):
+                return Applicability(False, lone)
             fresh, done = _split_candidates(ctx, _compared(ctx))
             if not fresh:
                 return Applicability(False, f"Parallelism already measured {' and '.join(done)} in this job; "

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import fit_balance, kv_need, kv_shortfall, router_note
+from plugins.techniques._rules import clients_of, fit_balance, kv_need, kv_shortfall, router_note
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -167,6 +167,12 @@ class ScaleOut(Technique):
         missed = [c.name for c in slo_checks(ctx.baseline, scenario.slo) if not c.met]
         if not missed:
             return Applicability(False, "The last kept round meets every SLO target: more GPUs would only cost more.")
+        clients, replicas = clients_of(scenario), scenario.deployment.groups[0].replicas
+        if 0 < clients <= replicas:
+            return Applicability(False, f"{clients} client stream{'s' if clients > 1 else ''} on {replicas} "
+                                        f"replica{'s' if replicas > 1 else ''}: no replica runs more than one "
+                                        "request at a time, so another would sit idle and cannot shorten a request "
+                                        f"that runs alone ({', '.join(missed)} missed).")
         delta = _doubled(ctx)
         if delta is None or delta.deployment is None:
             return Applicability(False, f"No idle GPUs for another {_replica_gpus(ctx)}-GPU replica: the deployment "

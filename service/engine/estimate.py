@@ -5,7 +5,10 @@ latency target does not scale so simply: more replicas of the final deployment s
 from load (requests queued behind the running cap, prefills competing), not the time one request takes
 alone. So the final deployment is simulated again with its replicas multiplied, the same clients and
 traffic, and the same seed, on the cost model its rounds' context chooses (calibrated where a stored
-calibration fits), until every latency target is met or eight times the replicas are not enough. Each
+calibration fits), until every latency target is met or eight times the replicas are not enough. Where the
+eighth multiple still cut the missed figure by a fifth or more against the fourth, the tail is still load
+(an arrival rate several replicas' worth beyond the final deployment's), so the doubling goes on, up to
+thirty-two times; only a tail that stopped falling is reported as one replicas alone will not meet. Each
 replica's share keeps as many requests as the final rounds measured (up to MAX_PROMPTS in all; a trace
 replays as it is). Where the final rounds were measured, not simulated, the cost model must first
 reproduce the miss on the final deployment itself.
@@ -38,6 +41,9 @@ from service.engine.slo import policy_slo_checks, target_figure
 
 # Replica multiples tried, coarse first; a gap between a failing and a passing one is then split once.
 FACTORS = (2, 4, 8)
+# Further multiples, each tried only while the one before it cut the worst missed figure by STILL_FALLING.
+FURTHER = (16, 32)
+STILL_FALLING = 0.2
 # Prompts of one estimate at most: each replica keeps the final rounds' share until this many in all.
 MAX_PROMPTS = 2400
 
@@ -69,7 +75,9 @@ async def latency_capacity(final: Scenario, results: list[RoundResult], checks: 
         if any(r.provenance.source is not Source.SIMULATED for r in results) and await run(1):
             return [_not_reproduced(missed, tried[1])]
         passing = None
-        for factor in FACTORS:
+        for factor in (*FACTORS, *FURTHER):
+            if factor in FURTHER and not _still_falling(tried, factor // 4, factor // 2, missed):
+                break
             if await run(factor):
                 passing = factor
                 break
@@ -82,6 +90,18 @@ async def latency_capacity(final: Scenario, results: list[RoundResult], checks: 
     except Exception as exc:  # an estimate never costs the job its ending
         return [f"no simulated replica count: the simulation failed ({type(exc).__name__}: {exc})"]
     return [_line(final, missed, {f: v for f, v in tried.items() if f > 1}, passing)]
+
+
+def _still_falling(tried: dict[int, tuple[RoundResult, list[SLOCheck]]], before: int, after: int,
+                   missed: list[SLOCheck]) -> bool:
+    """Whether doubling the replicas from `before` to `after` cut the worst missed figure (as a share of its
+    target) by STILL_FALLING or more: a tail that still shrinks with replicas is load."""
+    def worst(factor: int) -> float | None:
+        found = {c.name: c for c in tried[factor][1]} if factor in tried else {}
+        shares = [found[c.name].actual / c.target for c in missed if c.name in found and c.target]
+        return max(shares) if shares else None
+    a, b = worst(before), worst(after)
+    return a is not None and b is not None and a > 0 and b <= (1 - STILL_FALLING) * a
 
 
 def _not_reproduced(missed: list[SLOCheck], simulated: tuple[RoundResult, list[SLOCheck]]) -> str:
@@ -139,8 +159,13 @@ def _line(final: Scenario, missed: list[SLOCheck], tried: dict[int, tuple[RoundR
     if tried[widest][0].status is not RoundStatus.OK:
         return (f"simulated ({source}), not measured: no replica count was estimated for {targets}: the "
                 f"simulation of {size(widest)} did not complete ({tried[widest][0].error})")
-    return (f"simulated ({source}), not measured: even {size(widest)} would leave {at(widest, against=True)}: "
-            "the tail is not from load alone, so replicas by themselves will not meet it")
+    even = f"simulated ({source}), not measured: even {size(widest)} would leave {at(widest, against=True)}"
+    if widest >= FURTHER[-1] and _still_falling(tried, widest // 2, widest, missed):
+        return (f"{even}, and {at(widest // 2)} with {group.replicas * widest // 2}: the tail still falls with "
+                "replicas, so it is load, but more than that many replicas would be needed; fewer, faster "
+                "replicas (FP8, speculative decoding) or less traffic per deployment are the levers")
+    return f"{even}: the tail is not from load alone, so replicas by themselves will not meet it"
+
 
 
 def _source(result: RoundResult) -> str:
@@ -149,4 +174,4 @@ def _source(result: RoundResult) -> str:
     return f"{provenance.cost_model or 'unknown'} cost model{calibrated}"
 
 
-__all__ = ["FACTORS", "MAX_PROMPTS", "latency_capacity"]
+__all__ = ["FACTORS", "FURTHER", "MAX_PROMPTS", "latency_capacity"]

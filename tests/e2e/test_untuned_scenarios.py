@@ -37,6 +37,7 @@ from tests.e2e.untuned import (
     NIGHTLY_MISS,
     NO_FIT,
     NO_START,
+    OVERLOAD,
     OUTLINES,
     PD_FOUR_GPUS,
     PIPELINE_TWO_NODES,
@@ -546,6 +547,20 @@ def test_a_latency_target_no_replica_count_can_meet_says_replicas_will_not() -> 
     line = next(c for c in report.capacity if "replicas" in c)
     assert line.startswith("simulated (") and "not measured: even 8 replicas of the final deployment's workers" in line
     assert "the tail is not from load alone, so replicas by themselves will not meet it" in line
+
+
+def test_an_arrival_rate_far_beyond_the_deployment_gets_a_replica_count_past_eight_times() -> None:
+    # 40 requests/s against about 6 served: p95 TTFT ~45 s, and eight replicas still leave it above 2 s while
+    # the tail keeps falling (it is queueing). The estimate goes on doubling rather than calling the tail
+    # "not from load", and names the count that meets the target.
+    outcome = job("overload", playbook("chunks", "chunked_prefill", max_rounds=2), build(OVERLOAD))
+    assert outcome.report.job.state == "slo_not_met"
+    line = next(c for c in outcome.report.capacity if "replicas of the final deployment's workers" in c)
+    assert "not from load alone" not in line, line
+    met = line.split(" would meet it")[0].split("not measured: ")[1]
+    replicas = int(met.split(" replicas")[0])
+    assert replicas > 8 and f"({2 * replicas} GPUs)" in met, line
+    assert "would leave ttft_p95_ms" in line  # the count below it, for the gap
 
 
 
