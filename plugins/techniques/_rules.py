@@ -19,6 +19,7 @@ from service import (
     ServerStartError,
     TuningContext,
     WorkerGroup,
+    default_chunked_prefill,
     dtype_bytes,
     resolve_server,
 )
@@ -116,6 +117,23 @@ def running_cap(server: ServerConfig) -> tuple[int | None, str]:
         return SPECULATIVE_RESET, (f"SGLang's reset to {SPECULATIVE_RESET} under {algorithm} speculation "
                                    "(no --max-running-requests set)")
     return None, ""
+
+
+def graphs_for(running: int, scenario: Scenario, server: ServerConfig) -> tuple[dict[str, int], str]:
+    """The decode CUDA-graph cap to set with a running cap of `running`, and the words for the summary.
+
+    SGLang captures decode CUDA graphs for batches up to --cuda-graph-max-bs and runs larger batches eagerly,
+    every kernel launched from the host each step. A cap the user set below the running requests a round
+    raises to (4 graphs for 64 running requests) is raised with it, to the new running cap or SGLang's own
+    default for the GPU's memory (256 at 60-160 GB), whichever is smaller; an unset cap is SGLang's choice.
+    """
+    cap = server.cuda_graph_max_bs
+    if cap is None or cap >= running:
+        return {}, ""
+    raised = min(running, max(default_chunked_prefill(scenario.hardware.spec.hbm_gb)[1], cap))
+    if raised <= cap:
+        return {}, ""
+    return {"cuda_graph_max_bs": raised}, f", cuda-graph-max-bs {raised} (from {cap})"
 
 
 def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:

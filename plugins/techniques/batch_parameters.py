@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import has_latency_slo, main_server, server_has, tried_deltas
+from plugins.techniques._rules import graphs_for, has_latency_slo, main_server, server_has, tried_deltas
 from service import (
     Applicability,
     ConfigDelta,
@@ -80,13 +80,14 @@ class BatchParameters(Technique):
         # raised past its running cap later is not maximised a second time.
         if not bundled and (server.max_running_requests is None or server.max_running_requests < client):
             chunk, why = _bundle_chunk(ctx, server, target)
+            graphs, note = graphs_for(target, ctx.scenario, server)
             return [ConfigDelta(
                 technique=self.name,
                 summary=f"batch max: {target} running, chunk {chunk}, prefill {2 * chunk}, mem {BUNDLE_MEM}, "
-                        f"conservativeness {BUNDLE_CONSERVATIVENESS}{why}",
+                        f"conservativeness {BUNDLE_CONSERVATIVENESS}{note}{why}",
                 set_server={"chunked_prefill_size": chunk, "max_running_requests": target,
                             "max_prefill_tokens": 2 * chunk, "mem_fraction_static": BUNDLE_MEM,
-                            "schedule_conservativeness": BUNDLE_CONSERVATIVENESS},
+                            "schedule_conservativeness": BUNDLE_CONSERVATIVENESS, **graphs},
                 client_concurrency=target)]
         return self._probes(ctx, server, client)
 
@@ -104,9 +105,11 @@ class BatchParameters(Technique):
             if _pool_has_room(ctx, running):
                 # The KV pool is under half used while the running cap is full: raise the cap and the client
                 # together (casebook case 3 round 4: match --max-running-requests and client concurrency).
+                graphs, note = graphs_for(doubled, ctx.scenario, server)
                 out.append(ConfigDelta(
-                    technique=self.name, summary=f"max-running-requests {doubled} with client concurrency {doubled}",
-                    set_server={"max_running_requests": doubled}, client_concurrency=doubled))
+                    technique=self.name,
+                    summary=f"max-running-requests {doubled} with client concurrency {doubled}{note}",
+                    set_server={"max_running_requests": doubled, **graphs}, client_concurrency=doubled))
             out.append(ConfigDelta(technique=self.name, summary=f"client concurrency {doubled}",
                                    client_concurrency=doubled))
         tried = {(tuple(sorted(d.set_server.items())), d.client_concurrency) for d in tried_deltas(ctx, self.name)}
@@ -171,7 +174,12 @@ def _single_steps(technique: str, bundle: ConfigDelta, server: ServerConfig) -> 
         changes: dict[str, FlagValue | None] = {knob: value}
         flag = knob.replace("_", "-")
         if knob == "max_running_requests":
-            steps.append(ConfigDelta(technique=technique, summary=f"{flag} {value} with client concurrency {value}",
+            graphs = bundle.set_server.get("cuda_graph_max_bs")  # raised with the running cap (graphs_for)
+            if graphs is not None:
+                changes["cuda_graph_max_bs"] = graphs
+            note = f", cuda-graph-max-bs {graphs}" if graphs is not None else ""
+            steps.append(ConfigDelta(technique=technique,
+                                     summary=f"{flag} {value} with client concurrency {value}{note}",
                                      set_server=changes, client_concurrency=bundle.client_concurrency))
         else:
             steps.append(ConfigDelta(technique=technique, summary=f"{flag} {value} alone", set_server=changes))

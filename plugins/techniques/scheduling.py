@@ -17,6 +17,7 @@ import math
 from typing import ClassVar
 
 from plugins.techniques._rules import (
+    graphs_for,
     has_latency_slo,
     main_server,
     measured_concurrency_per_instance,
@@ -99,5 +100,6 @@ class SchedulingLimits(Technique):
         cap = cap or 0
         raised = max(int(math.ceil(held / 16) * 16), 2 * cap)
         origin = "" if source.startswith("--") else ", SGLang's speculative reset"
-        return [ConfigDelta(technique=self.name, summary=f"max-running-requests {raised} (from {cap}{origin})",
-                            set_server={"max_running_requests": raised})]
+        graphs, note = graphs_for(raised, ctx.scenario, main_server(ctx.scenario))
+        return [ConfigDelta(technique=self.name, summary=f"max-running-requests {raised} (from {cap}{origin}){note}",
+                            set_server={"max_running_requests": raised, **graphs})]
