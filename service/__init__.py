@@ -55,6 +55,7 @@ from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
+from service.simulator.speculative import keeps_mixed_chunk
 from service.simulator.memory import (
     SPECULATIVE_ALGORITHMS,
     SPECULATIVE_MAX_RUNNING,
@@ -94,6 +95,7 @@ __all__ = [
     "SPECULATIVE_MAX_RUNNING",
     "ServerStartError",
     "default_chunked_prefill",
+    "keeps_mixed_chunk",
     "resolve_server",
     "server_starts",
     "LoadAborted",

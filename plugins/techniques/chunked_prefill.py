@@ -5,10 +5,20 @@ from __future__ import annotations
 from typing import ClassVar
 
 from plugins.techniques._rules import has_latency_slo, main_server
-from service import Applicability, ConfigDelta, FlagValue, Technique, TuningContext, default_chunked_prefill
+from service import (
+    Applicability,
+    ConfigDelta,
+    FlagValue,
+    Technique,
+    TuningContext,
+    default_chunked_prefill,
+    keeps_mixed_chunk,
+)
 
 # Casebook case 1 tries 4096, then 2048, and stops: nothing smaller is proposed unless a playbook lists it.
 SMALLEST_CHUNK = 2048
+# Speculative algorithms under which SGLang from 0.5.19 keeps --enable-mixed-chunk on (NEXTN aliases EAGLE).
+MIXING_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 
 
 def start_size(ctx: TuningContext) -> int:
@@ -51,7 +61,9 @@ class ChunkedPrefill(Technique):
         sizes = [int(s) for s in ctx.options.get("sizes", [])] or _halvings(start_size(ctx))
         server = main_server(ctx.scenario)
         current = server.chunked_prefill_size
-        mixable = not server.enable_mixed_chunk and server.speculative_algorithm is None
+        mixable = not server.enable_mixed_chunk and (
+            server.speculative_algorithm is None or (server.speculative_algorithm.upper() in MIXING_ALGORITHMS
+                                                     and keeps_mixed_chunk(ctx.scenario.sglang_version)))
         default = default_chunked_prefill(ctx.scenario.hardware.spec.hbm_gb)[0]
         if current is None and default <= sizes[0]:
             smaller = [s for s in sizes if s < default]
@@ -71,7 +83,9 @@ def _chunk(technique: str, size: int, *, mixed: bool) -> ConfigDelta:
     SGLang 0.5.23 (`srt/managers/scheduler.py` get_next_batch_to_run) runs a step as a prefill or a decode:
     without mixed chunk, running decodes wait through every chunk of a long prompt, so chunking alone does
     not remove max-ITL stalls. Mixed chunk carries the decode batch in the same forward pass as the chunk.
-    SGLang turns mixed chunk off under speculative decoding, so it is not proposed then.
+    SGLang up to 0.5.18 turns mixed chunk off under speculative decoding, so it is not proposed then; from
+    0.5.19 it stays on under EAGLE, EAGLE3 and NEXTN, a mixed step decoding the running requests one token
+    each (`service/simulator/speculative.py`).
     """
     changes: dict[str, FlagValue | None] = {"chunked_prefill_size": size}
     summary = f"chunked prefill {size}"

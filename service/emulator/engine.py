@@ -75,7 +75,7 @@ class EmulatedEngine:
         cached_cost = CachedStepCost(cost)
         setup = WorkerSetup(
             index=0, role="unified", resolved=resolved, cost=cached_cost,
-            spec=speculative_settings(server, model, acceptance), mixed_chunk=server.enable_mixed_chunk,
+            spec=speculative_settings(server, model, acceptance, args.version), mixed_chunk=server.enable_mixed_chunk,
             ignore_eos=pool_tokens is None, mask_seconds=0.0,
             step_factor=self.balance.step_factor(cached_cost.includes_expert_skew()) if self.balance else 1.0,
             host_link_bytes_per_s=hardware.spec.pcie_gbps * 1e9,

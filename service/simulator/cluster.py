@@ -136,7 +136,7 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
     resolved = resolve_server(model, hardware, server)
     balance = expert_balance(model, server)
     backend = grammar_backend(scenario.workload.structured_output, server.grammar_backend)
-    spec = speculative_settings(server, model, scenario.workload.speculative.draft_acceptance)
+    spec = speculative_settings(server, model, scenario.workload.speculative.draft_acceptance, scenario.sglang_version)
     per_node = max(hardware.gpus_per_node / max(resolved.world_size, 1), 1.0)
     host = host_pool_tokens(resolved, server, hardware, per_node)
     workers = []

@@ -121,7 +121,8 @@ class Worker:
             self.defer_left = 0
             batch = self._admit(now)
         if batch:
-            mixed = self.setup.mixed_chunk and self.running.size > 0 and self.setup.spec is None
+            mixed = self.setup.mixed_chunk and self.running.size > 0 and (
+                self.setup.spec is None or self.setup.spec.mixes_chunks)
             seconds = self._prefill_seconds(batch, mixed)
             self.plan = ("prefill", batch, mixed)
             self.defer_left = self.setup.prefill_decode_interval
@@ -333,7 +334,8 @@ class Worker:
         kind, batch, mixed = plan
         self.rec.steps += 1 if self.rec.measuring else 0
         if kind == "decode" or mixed:
-            self._advance_decode(now)
+            # Under speculation a mixed step decodes its running requests plainly: one token each, no draft.
+            self._advance_decode(now, plain=kind == "prefill")
         leaving = [r for r, take in batch if self._finish_prefill(r, take, now)]
         if not self.running.size:
             self.ratio = self.ratio_init
@@ -387,7 +389,7 @@ class Worker:
             self.own -= r.input_len + r.generated - r.prefix_len
         r.lock, r.prefix_len, r.extended = None, 0, 0
 
-    def _advance_decode(self, now: float) -> None:
+    def _advance_decode(self, now: float, plain: bool = False) -> None:
         spec = self.setup.spec
         if spec is None:
             self._advance_uniform(now)
@@ -396,11 +398,11 @@ class Worker:
         if not len(idx):
             return
         n = len(idx)
-        emitted = sample_accepts(self.accept_cdf, n, self.rng) if spec and self.accept_cdf is not None else np.ones(
-            n, dtype=np.int64)
+        drafted = not plain and self.accept_cdf is not None
+        emitted = sample_accepts(self.accept_cdf, n, self.rng) if drafted else np.ones(n, dtype=np.int64)
         emitted = np.maximum(np.minimum(emitted, self.running.target[idx] - self.running.gen[idx]), 1)
         self._record_itl(idx, emitted, now)
-        if spec is not None and self.rec.measuring:
+        if drafted and self.rec.measuring:
             self.rec.spec_steps += n
             self.rec.spec_emitted += int(emitted.sum())
             self.rec.spec_proposed += n * (spec.max_accept - 1)
