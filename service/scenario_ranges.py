@@ -70,7 +70,8 @@ def check_ranges(scenario: Scenario) -> list[ValidationIssue]:
     for index, group in enumerate(scenario.deployment.groups):
         issues += out_of_range(server_checks(f"deployment.groups[{index}].server", group.server))
         issues += _chunked_prefill(f"deployment.groups[{index}].server", group.server)
-    return issues + _length_order(scenario.workload) + _documents(scenario.workload) + _max_load(scenario)
+    return (issues + _length_order(scenario.workload) + _documents(scenario.workload) + _max_load(scenario)
+            + _latency_units(scenario) + _clients_past_prompts(scenario.bench))
 
 
 def _max_load(scenario: Scenario) -> list[ValidationIssue]:
@@ -86,6 +87,42 @@ def _max_load(scenario: Scenario) -> list[ValidationIssue]:
                             message="a max-load search finds the highest load at which the SLO holds, but [slo] "
                                     "sets no latency or failure-rate target",
                             hint="set one in [slo], e.g. ttft_p95_ms = 1000, or drop [bench.max_load]")]
+
+
+# No SGLang forward pass on any GPU takes under a millisecond with a model loaded (a decode step of a small
+# model on an H200 is about 1 ms, a prefill more), and a first token needs a whole prefill: a TTFT or
+# end-to-end target below it cannot be met by any deployment. ITL is left out: under speculative decoding a
+# step emits several tokens, and a median ITL under a millisecond is real.
+LATENCY_FLOOR_MS = 1.0
+FLOORED_TARGETS = ("ttft_p95_ms", "ttft_p99_ms", "ttft_median_ms", "e2e_p95_ms")
+
+
+def _latency_units(scenario: Scenario) -> list[ValidationIssue]:
+    """A TTFT or end-to-end target under a millisecond: almost always seconds written where milliseconds are
+    read."""
+    issues = []
+    for name in FLOORED_TARGETS:
+        value = getattr(scenario.slo, name)
+        if value is None or not 0 < value < LATENCY_FLOOR_MS:
+            continue
+        issues.append(ValidationIssue(
+            field=f"slo.{name}", severity="warning",
+            message=f"{name} is {value:g} ms: no forward pass of a loaded model takes under a millisecond, so no "
+                    "deployment can meet it and every round would miss it",
+            hint=f"SLO latencies are in milliseconds: for {value:g} s write {name} = {value * 1000:g}"))
+    return issues
+
+
+def _clients_past_prompts(bench: BenchSpec) -> list[ValidationIssue]:
+    """A concurrency cap above the prompts of a round: every prompt is in flight at once, the cap never binds."""
+    if bench.max_concurrency is None or bench.trace is not None or bench.max_concurrency <= bench.num_prompts:
+        return []
+    return [ValidationIssue(
+        field="bench.max_concurrency", severity="warning",
+        message=f"max_concurrency {bench.max_concurrency} is above num_prompts {bench.num_prompts}: every prompt "
+                "of a round is sent at once, and the round ends before a steady state at that load",
+        hint=f"send several times the concurrency in prompts (num_prompts >= {4 * bench.max_concurrency}), or lower "
+             "max_concurrency to the load the service sees")]
 
 
 def bench_checks(bench: BenchSpec) -> list[Check]:
