@@ -15,6 +15,7 @@ from plugins.techniques._rules import (
     main_server,
     measured_concurrency_per_instance,
     threshold_batch_size,
+    tried_deltas,
 )
 from service import Applicability, ConfigDelta, Technique, TuningContext
 
@@ -25,6 +26,10 @@ INPUT_DOMINANT = 20.0
 # Casebook "Concurrency vs. Threshold Batch Size": concurrency near the threshold batch (case 3: 256 of 295,
 # 0.87) is the transition zone where speculative decoding is detrimental. Within 30% of it counts as near.
 TRANSITION_ZONE = 0.7
+# Casebook case 3 round 2 removed speculation that accepted 2.14 tokens per verify step of 6 drafted ("it's
+# better to turn it off"); case 1 kept it at 3.82. Below LOW_ACCEPT_LENGTH tokens per step (the bonus token
+# included) most drafted work is thrown away, whatever the concurrency: removal is measured.
+LOW_ACCEPT_LENGTH = 2.5
 
 
 def break_even_concurrency(ctx: TuningContext) -> float:
@@ -46,6 +51,18 @@ def zone(c: float, threshold: float, even: float) -> str | None:
     if c >= even:
         return "past the break-even the casebook measured (case 1: 0.97x at concurrency 128 of 206)"
     return None
+
+
+def low_acceptance(ctx: TuningContext) -> str | None:
+    """Why the speculation the last kept round ran throws most drafted work away, or None (nothing measured,
+    or it accepted LOW_ACCEPT_LENGTH tokens per verify step or more)."""
+    measured = ctx.baseline.server.spec_accept_length if ctx.baseline is not None else None
+    if measured is None or measured >= LOW_ACCEPT_LENGTH:
+        return None
+    server = main_server(ctx.scenario)
+    drafted = server.speculative_num_draft_tokens
+    of = f" of {drafted} drafted" if drafted else ""
+    return f"it accepted {measured:.2f} tokens per verify step{of} in the last kept round"
 
 
 def _running_slots(ctx: TuningContext) -> int | None:
@@ -96,9 +113,15 @@ class SpeculativeDecoding(Technique):
             if too_high:
                 return Applicability(True, f"Speculation is on {too_high} ({figures}): remove it (casebook case 3 "
                                            "round 2: +20% without it).")
+            if low := low_acceptance(ctx):
+                return Applicability(True, f"Speculation is on but {low}: remove it and measure (casebook case 3 "
+                                           "round 2 removed it at 2.14 of 6; case 1 kept it at 3.82).")
             return Applicability(False, f"Speculation is on and still pays ({figures}).")
         if too_high:
             return Applicability(False, f"Not added: concurrency is {too_high} ({figures}).")
+        if any(d.set_server.get("speculative_algorithm", "") is None for d in tried_deltas(ctx, self.name)):
+            return Applicability(False, "Not added back: this job measured speculation on this traffic and removed "
+                                        f"it ({figures}).")
         workload = ctx.scenario.workload
         if workload.input.median >= INPUT_DOMINANT * max(1, workload.output.median):
             return Applicability(False, "Input dominates output, so a decode-side speed-up has minimal benefit "
@@ -126,9 +149,11 @@ class SpeculativeDecoding(Technique):
         even = break_even_concurrency(ctx)
         if main_server(ctx.scenario).speculative_algorithm is not None:
             c, source = measured_concurrency_per_instance(ctx)
+            why = low_acceptance(ctx) if not zone(c, threshold_batch_size(ctx.scenario), even) else None
             return [ConfigDelta(technique=self.name, set_server=dict(OFF),
-                                summary=f"remove speculative decoding ({source} concurrency {c:.0f} per instance, "
-                                        f"threshold batch {threshold_batch_size(ctx.scenario)})")]
+                                summary=f"remove speculative decoding ({why})" if why else
+                                f"remove speculative decoding ({source} concurrency {c:.0f} per instance, "
+                                f"threshold batch {threshold_batch_size(ctx.scenario)})")]
         draft = draft_model(ctx)
         if not draft:
             # The model's own multi-token-prediction layer drafts (DeepSeek, GLM-5, Qwen3.5 MoE). SGLang's own

@@ -69,3 +69,35 @@ def test_without_a_measurement_the_configured_concurrency_decides() -> None:
     verdict = SPEC.applicable(context(scen))
     assert not verdict.applicable and "configured concurrency 250" in verdict.reason
     assert "within 30% of the threshold batch" in verdict.reason
+
+
+def _accepted(concurrency: float, accept_length: float):  # type: ignore[no-untyped-def]
+    from service import ServerMetrics
+    return msgspec.structs.replace(measured(concurrency), server=ServerMetrics(spec_accept_length=accept_length))
+
+
+def test_on_but_accepting_few_drafted_tokens_is_proposed_for_removal_at_any_concurrency() -> None:
+    # EAGLE3 on a 9B at 54 streams per H100, far below the break-even (177), accepting 1.18 tokens per verify
+    # step of 6 drafted: most drafted work is thrown away (casebook case 3 removed it at 2.14, case 1 kept it
+    # at 3.82). Removal is measured; at 3.8 it still pays.
+    model = "Qwen/Qwen3.6-9B"
+    scen = scenario(model, "H100-SXM", 1, deployment(model, **EAGLE), clients=64, slo=SLO(itl_median_ms=40))
+    verdict = SPEC.applicable(context(scen, baseline=_accepted(54.0, 1.18)))
+    assert verdict.applicable
+    assert "it accepted 1.18 tokens per verify step of 6 drafted in the last kept round" in verdict.reason
+    [delta] = SPEC.propose(context(scen, baseline=_accepted(54.0, 1.18)))
+    assert delta.set_server["speculative_algorithm"] is None
+    assert delta.summary == ("remove speculative decoding (it accepted 1.18 tokens per verify step of 6 drafted in "
+                             "the last kept round)")
+    assert not SPEC.applicable(context(scen, baseline=_accepted(54.0, 3.8))).applicable
+
+
+def test_speculation_this_job_removed_is_not_added_back() -> None:
+    model = "Qwen/Qwen3.6-9B"
+    scen = scenario(model, "H100-SXM", 1, deployment(model), clients=64, slo=SLO(itl_median_ms=40))
+    assert SPEC.applicable(context(scen, baseline=measured(54.0))).applicable
+    removed = msgspec.json.encode(msgspec.structs.replace(
+        SPEC.propose(context(msgspec.structs.replace(scen, deployment=deployment(model, **EAGLE)),
+                             baseline=_accepted(54.0, 1.18)))[0])).decode()
+    verdict = SPEC.applicable(context(scen, baseline=measured(54.0), tried=[f"speculative_decoding:{removed}"]))
+    assert not verdict.applicable and verdict.reason.startswith("Not added back: this job measured speculation")
