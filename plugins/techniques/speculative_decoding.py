@@ -17,7 +17,7 @@ from plugins.techniques._rules import (
     threshold_batch_size,
     tried_deltas,
 )
-from service import Applicability, ConfigDelta, Technique, TuningContext
+from service import Applicability, ConfigDelta, Technique, TuningContext, keeps_mixed_chunk
 
 OFF = {"speculative_algorithm": None, "speculative_draft_model_path": None, "speculative_num_steps": None,
        "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}
@@ -137,13 +137,21 @@ class SpeculativeDecoding(Technique):
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         deltas = self._propose(ctx)
-        running = _running_slots(ctx)
-        if running is None or not deltas or not deltas[0].set_server.get("speculative_algorithm"):
+        if not deltas or not deltas[0].set_server.get("speculative_algorithm"):
             return deltas
-        delta = deltas[0]
-        changes = {**delta.set_server, "max_running_requests": running}
-        return [msgspec.structs.replace(delta, set_server=changes,
-                                        summary=f"{delta.summary}, max-running-requests {running}")]
+        delta, changes, notes = deltas[0], dict(deltas[0].set_server), []
+        running = _running_slots(ctx)
+        if running is not None:
+            changes["max_running_requests"] = running
+            notes.append(f"max-running-requests {running}")
+        if main_server(ctx.scenario).enable_mixed_chunk and not keeps_mixed_chunk(ctx.scenario.sglang_version):
+            # SGLang up to 0.5.18 turns mixed chunk off under EAGLE-family speculation: the flag goes, so the
+            # launch command says what the server runs.
+            changes["enable_mixed_chunk"] = False
+            notes.append(f"mixed chunk off (SGLang {ctx.scenario.sglang_version} turns it off under speculation)")
+        if not notes:
+            return deltas
+        return [msgspec.structs.replace(delta, set_server=changes, summary=", ".join([delta.summary, *notes]))]
 
     def _propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         even = break_even_concurrency(ctx)

@@ -58,3 +58,19 @@ def test_the_chunk_step_offers_mixed_chunk_under_eagle3_only_where_sglang_keeps_
         return [d.summary for d in ChunkedPrefill().propose(context(scen))]
     assert any(s.endswith("+ mixed chunk") for s in offered("0.5.23"))
     assert not any("mixed" in s for s in offered("0.5.15"))
+
+
+def test_speculation_added_on_an_older_version_drops_the_mixed_chunk_flag_sglang_ignores() -> None:
+    from plugins.techniques import SpeculativeDecoding
+
+    def added(version: str) -> tuple[dict, str]:
+        dep = deployment("Qwen/Qwen3.6-9B", tp=1, chunked_prefill_size=4096, enable_mixed_chunk=True)
+        scen = msgspec.structs.replace(scenario("Qwen/Qwen3.6-9B", "H100-SXM", 1, dep, clients=16),
+                                       sglang_version=version)
+        [delta] = SpeculativeDecoding().propose(context(scen))
+        return delta.set_server, delta.summary
+    old, summary = added("0.5.15")
+    assert old["speculative_algorithm"] == "EAGLE3" and old["enable_mixed_chunk"] is False
+    assert summary.endswith(", mixed chunk off (SGLang 0.5.15 turns it off under speculation)")
+    new, summary = added("0.5.23")
+    assert "enable_mixed_chunk" not in new and "mixed" not in summary
