@@ -62,6 +62,7 @@ from service.simulator.memory import (
     ResolvedServer,
     ServerStartError,
     default_chunked_prefill,
+    host_budget_bytes,
     resolve_server,
     server_starts,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "SPECULATIVE_MAX_RUNNING",
     "ServerStartError",
     "default_chunked_prefill",
+    "host_budget_bytes",
     "keeps_mixed_chunk",
     "resolve_server",
     "server_starts",

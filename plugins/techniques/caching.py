@@ -7,12 +7,24 @@ from typing import ClassVar
 import msgspec
 
 from plugins.techniques._rules import main_server, recompute_ms, reused_prefix_tokens, sharing_rate, transfer_ms
-from service import Applicability, ConfigDelta, ServerStartError, Technique, TuningContext, resolve_server
+from service import (
+    Applicability,
+    ConfigDelta,
+    ServerStartError,
+    Technique,
+    TuningContext,
+    host_budget_bytes,
+    resolve_server,
+)
 
 # Casebook "Prefix Sharing Rate": above 0.6 the hit rate dominates, so write_through.
 HIT_RATE_DOMINANT = 0.6
 # A hit rate this far below the sharing rate means prompts defeat the cache (casebook "Server Metrics").
 HIT_RATE_GAP = 0.1
+# The casebook's host tier is twice the device pool (case 2: --hicache-ratio 2); a smaller host memory takes the
+# largest quarter step that fits, and below one device pool the tier would hold less than the GPU evicts.
+HICACHE_RATIO = 2.0
+HICACHE_MIN_RATIO = 1.0
 HICACHE_OFF = {"enable_hierarchical_cache": None, "hicache_ratio": None, "hicache_size": None,
                "hicache_write_policy": None, "hicache_io_backend": None}
 
@@ -57,6 +69,31 @@ def history_outgrows_pool(ctx: TuningContext) -> str | None:
             f"outgrow the GPU KV pools ({pool:,} tokens)")
 
 
+def host_ratio(ctx: TuningContext) -> tuple[float | None, str]:
+    """The `--hicache-ratio` the node's host memory holds for every server on it (HICACHE_RATIO when it fits,
+    else the largest quarter step that does; None below HICACHE_MIN_RATIO), and why, in words.
+
+    SGLang refuses to start a server whose host pool asks for more than the free host memory (less a 10 GiB
+    reserve): 8 TP1 replicas of a 9B on one H200 node hold about 110 GB of KV each, so ratio 2 wants 1.8 TB
+    of host memory, more than a 1 TB node has.
+    """
+    server = main_server(ctx.scenario)
+    hardware = ctx.scenario.hardware
+    try:
+        resolved = resolve_server(ctx.model, hardware, server)
+    except ServerStartError:
+        return HICACHE_RATIO, ""
+    device = resolved.pool_tokens * resolved.kv_bytes_per_token
+    budget = host_budget_bytes(hardware, hardware.gpus_per_node / max(resolved.world_size, 1))
+    fits = budget / device if device > 0 else HICACHE_RATIO
+    if fits >= HICACHE_RATIO:
+        return HICACHE_RATIO, ""
+    why = (f"hardware.host_dram_gb = {hardware.host_dram_gb:g} leaves {max(budget, 0) / 1e9:.0f} GB per server for "
+           f"a device pool of {device / 1e9:.0f} GB")
+    ratio = int(fits * 4) / 4
+    return (ratio, why) if ratio >= HICACHE_MIN_RATIO else (None, why)
+
+
 class HiCache(Technique):
     """`--enable-hierarchical-cache` with ratio 2, page 64, write_through and the kernel io backend."""
 
@@ -79,13 +116,18 @@ class HiCache(Technique):
             return Applicability(False, f"Below break-even ({figures}): restoring from host is slower than "
                                         "recomputing, so HiCache is detrimental (casebook case 2).")
         outgrown = history_outgrows_pool(ctx)
+        if outgrown is None and ctx.scenario.workload.prefix.documents is None:
+            return Applicability(False, f"Above break-even ({figures}) but the reused prefixes fit on the GPU, so "
+                                        "nothing is evicted for HiCache to restore (casebook: unnecessary).")
+        ratio, why = host_ratio(ctx)
+        if ratio is None:
+            return Applicability(False, f"Above break-even ({figures}), but the host memory cannot hold a tier as "
+                                        f"large as the GPU pool ({why}): SGLang would refuse to start the host pool "
+                                        "it needs.")
         if outgrown is not None:
             return Applicability(True, f"{outgrown}, and transfer beats recompute ({figures}, "
                                        f"{recompute / transfer:.1f}x): evicted histories come back from host memory "
                                        "instead of being prefilled again, as case 2's documents do.")
-        if ctx.scenario.workload.prefix.documents is None:
-            return Applicability(False, f"Above break-even ({figures}) but the reused prefixes fit on the GPU, so "
-                                        "nothing is evicted for HiCache to restore (casebook: unnecessary).")
         return Applicability(True, f"Documents outgrow the GPU KV pool and transfer beats recompute ({figures}, "
                                    f"{recompute / transfer:.1f}x), as in casebook case 2.")
 
@@ -100,9 +142,13 @@ class HiCache(Technique):
             policies.append("write_back" if first == "write_through" else "write_through")
         # Page 64 amortises PCIe transfers on long prefixes; short prompts waste too much per page (case 2).
         page = 64 if saved_tokens(ctx) >= 2048 else 16
+        ratio, why = host_ratio(ctx)
+        if ratio is None:
+            return []
+        fitted = f" ({why})" if why else ""
         return [ConfigDelta(
-            technique=self.name, summary=f"HiCache ratio 2, page {page}, {policy}",
-            set_server={"page_size": page, "enable_hierarchical_cache": True, "hicache_ratio": 2.0,
+            technique=self.name, summary=f"HiCache ratio {ratio:g}, page {page}, {policy}{fitted}",
+            set_server={"page_size": page, "enable_hierarchical_cache": True, "hicache_ratio": ratio,
                         "hicache_write_policy": policy, "hicache_io_backend": "kernel",
                         "enable_cache_report": True})
             for policy in policies]

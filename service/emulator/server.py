@@ -37,6 +37,7 @@ from service.emulator.json_output import DEFAULT_FAILURE_RATE
 from service.emulator.nodes import node_layout, rendezvous
 from service.plugin_host import PluginHost
 from service.simulator import ServerStartError
+from service.simulator.memory import HostMemoryShort
 
 ENV = "SGLANG_TUNER_EMULATOR_"
 DEFAULT_VERSION = "0.5.23"
@@ -169,6 +170,8 @@ def _serve(args: ServerArgs, model: ModelSpec, fault: Fault | None, perturbation
             acceptance=float(environ.get(ENV + "DRAFT_ACCEPTANCE", DEFAULT_DRAFT_ACCEPTANCE)),
             pool_tokens=fault.n if fault is not None and fault.kind == "retraction_storm" else None,
             seed=int(args.get("random_seed") or 0))
+    except HostMemoryShort as exc:  # the HiCache host pool's own check (`mem_cache/pool_host/base.py`)
+        return _fail(log, [f"ValueError: {exc}"])
     except ServerStartError as exc:
         return _fail(log, [f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. ({exc})"])
     child = _spawn_child()

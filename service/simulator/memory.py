@@ -30,12 +30,22 @@ GRAPH_BYTES_PER_BATCH = 2 * MIB
 DRAFT_WEIGHT_SHARE = 0.03
 
 
+# Share of a node's host memory free for HiCache pools once the OS, the servers' processes and their pinned
+# buffers are up, and SGLang's own reserve (`mem_cache/pool_host/base.py` HICACHE_HOST_MEMORY_RESERVE_BYTES).
+HOST_FREE_SHARE = 0.8
+HICACHE_HOST_RESERVE_GIB = 10
+
+
 class ServerStartError(ValueError):
     """The server would not start (weights do not fit, no room for any KV cache, or no activation headroom)."""
 
 
 class WeightsDoNotFit(ServerStartError):
     """The weights leave no room for a KV cache in the static pool: no start on any machine of this GPU."""
+
+
+class HostMemoryShort(ServerStartError):
+    """The HiCache host pool asks for more host memory than the node leaves this server."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,14 +224,35 @@ def _default_max_running(model: ModelSpec, server: ServerConfig, pool: int) -> i
     return min(max(int(pool / max(model.max_context, 1) * 512), 2048), 4096)
 
 
+def host_budget_bytes(hardware: Hardware, replicas_per_node: float) -> float:
+    """Host memory one server's HiCache pool may take: its share of the node's free memory (HOST_FREE_SHARE of
+    `host_dram_gb`, split over the servers of the node) less SGLang's reserve
+    (`mem_cache/pool_host/base.py` host_memory_budget_bytes: free memory less 10 GiB, split over the ranks)."""
+    share = hardware.host_dram_gb * GIB * HOST_FREE_SHARE / max(replicas_per_node, 1.0)
+    return share - HICACHE_HOST_RESERVE_GIB * GIB
+
+
 def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float
                      ) -> int:
-    """HiCache host pool: `--hicache-size` GB overrides `--hicache-ratio` x the device pool (default 2.0)."""
+    """HiCache host pool: `--hicache-size` GB overrides `--hicache-ratio` x the device pool (default 2.0).
+
+    Raises HostMemoryShort where the pool asks for more than the node's host memory leaves the server:
+    SGLang's host pool checks the free memory before it allocates ("Not enough host memory available.
+    Requesting ... Please reduce the size of the hierarchical cache.") and the server does not start.
+    """
     if not server.enable_hierarchical_cache:
         return 0
     if server.hicache_size:
         tokens = server.hicache_size * GIB / resolved.kv_bytes_per_token
     else:
         tokens = resolved.pool_tokens * (server.hicache_ratio if server.hicache_ratio is not None else 2.0)
-    dram_cap = hardware.host_dram_gb * GIB * 0.8 / max(replicas_per_node, 1.0) / resolved.kv_bytes_per_token
-    return int(min(tokens, dram_cap))
+    requested, budget = tokens * resolved.kv_bytes_per_token, host_budget_bytes(hardware, replicas_per_node)
+    if requested > budget:
+        servers = max(replicas_per_node, 1.0)
+        raise HostMemoryShort(
+            f"Not enough host memory available for the HiCache host pool: requesting {requested / 1e9:.1f} GB "
+            f"({int(tokens):,} tokens) but only {max(budget, 0) / 1e9:.1f} GB is free for this server "
+            f"({HOST_FREE_SHARE:.0%} of hardware.host_dram_gb = {hardware.host_dram_gb:g} over {servers:g} "
+            f"server{'s' if servers != 1 else ''} per node, less SGLang's {HICACHE_HOST_RESERVE_GIB} GiB reserve); "
+            "reduce --hicache-ratio or set --hicache-size, or give hardware.host_dram_gb")
+    return int(tokens)

@@ -1,7 +1,8 @@
 """Named round failures: what went wrong, in which launch phase, read from exit codes and server logs.
 
 Log patterns are SGLang's own lines: torch's `CUDA out of memory` and SGLang's `Not enough memory`
-(`model_executor/model_runner.py`), `Capture cuda graph failed` (`model_executor/cuda_graph_runner.py`),
+(`model_executor/model_runner.py`), the HiCache host pool's `Not enough host memory available`
+(`mem_cache/pool_host/base.py`), `Capture cuda graph failed` (`model_executor/cuda_graph_runner.py`),
 uvicorn's `address already in use`, the scheduler watchdog (`managers/scheduler.py`), and the retraction
 warning `KV cache pool is full. Retract requests.`.
 """
@@ -14,18 +15,19 @@ from plugins.runners.local.processes import ServerProcess
 
 # (cause, pattern): the first match names the failure.
 LOG_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("host_memory", re.compile(r"Not enough host memory", re.IGNORECASE)),
     ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|Not enough memory", re.IGNORECASE)),
     ("cuda_graph_capture", re.compile(r"Capture cuda graph failed", re.IGNORECASE)),
     ("port_in_use", re.compile(r"address already in use", re.IGNORECASE)),
     ("watchdog_timeout", re.compile(r"watchdog timeout", re.IGNORECASE)),
 )
-CAUSES = ("validation", "engine_missing", "router_missing", "port_in_use", "launch_exit", "oom", "cuda_graph_capture",
-          "start_timeout", "health_timeout", "worker_died", "scheduler_stalled", "watchdog_timeout", "deadline",
-          "retraction_storm", "requests_failed")
+CAUSES = ("validation", "engine_missing", "router_missing", "port_in_use", "launch_exit", "host_memory", "oom",
+          "cuda_graph_capture", "start_timeout", "health_timeout", "worker_died", "scheduler_stalled",
+          "watchdog_timeout", "deadline", "retraction_storm", "requests_failed")
 
 
 # Causes a second launch of the same configuration meets again (a timeout, a port or a dead worker may not).
-CONFIG_FAULTS = frozenset({"validation", "engine_missing", "router_missing", "ray_missing", "oom",
+CONFIG_FAULTS = frozenset({"validation", "engine_missing", "router_missing", "ray_missing", "host_memory", "oom",
                            "cuda_graph_capture"})
 
 

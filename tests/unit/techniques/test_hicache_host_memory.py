@@ -1,0 +1,63 @@
+"""A HiCache host pool must fit in the node's host memory, or SGLang does not start the server.
+
+SGLang's host pool checks the free host memory before it allocates (`mem_cache/pool_host/base.py`: "Not enough
+host memory available. Requesting ... Please reduce the size of the hierarchical cache."), less a 10 GiB
+reserve. Eight TP1 replicas of a 9B on one H200 node hold about 119 GB of KV each, so the casebook's ratio 2
+asks for 1.9 TB of host memory: on a 1 TB node no server would start. The technique sizes the ratio to what
+the node holds, the simulator refuses the start as SGLang does, and the local runner names the cause.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from plugins.runners.local.failures import CONFIG_FAULTS, cause_from_log
+from plugins.techniques.caching import HiCache, host_ratio
+from service.domain import LengthDist, PrefixStructure, WorkloadProfile, resolve_model
+from service.domain.workload import DocumentSet
+from service.simulator import simulate_round
+from service.simulator.analytic import analytic_binder
+from tests.unit.techniques.scenarios import context, deployment, scenario
+
+MODEL = "Qwen/Qwen3.6-9B"
+POLICY_QA = WorkloadProfile(
+    input=LengthDist(median=12300, p95=13500), output=LengthDist(median=200, p95=400), prefix_sharing_rate=0.85,
+    peak_concurrency=64, prefix=PrefixStructure(system_prompt_tokens=300, documents=DocumentSet(
+        count=1000, tokens=12000, popular=400, popular_share=0.9)))
+
+
+def _node(dram_gb: float, **server: object):
+    scen = scenario(MODEL, "H200-SXM", 8, deployment(MODEL, tp=1, replicas=8, **server), clients=64, workload=POLICY_QA)
+    return msgspec.structs.replace(scen, hardware=msgspec.structs.replace(scen.hardware, host_dram_gb=dram_gb))
+
+
+def test_the_ratio_is_what_the_node_holds_and_none_below_one_device_pool() -> None:
+    assert host_ratio(context(_node(2048))) == (
+        1.75, "hardware.host_dram_gb = 2048 leaves 209 GB per server for a device pool of 119 GB")
+    [delta] = HiCache().propose(context(_node(2048)))
+    assert delta.set_server["hicache_ratio"] == 1.75
+    assert delta.summary.startswith("HiCache ratio 1.75, page 64, write_through (hardware.host_dram_gb = 2048")
+    verdict = HiCache().applicable(context(_node(1024)))
+    assert not verdict.applicable
+    assert "the host memory cannot hold a tier as large as the GPU pool" in verdict.reason
+    assert "hardware.host_dram_gb = 1024 leaves 99 GB per server" in verdict.reason
+    assert HiCache().propose(context(_node(1024))) == []
+    # A node with room for twice every device pool keeps the casebook's ratio 2, with no note.
+    [roomy] = HiCache().propose(context(_node(4096)))
+    assert roomy.set_server["hicache_ratio"] == 2.0 and roomy.summary == "HiCache ratio 2, page 64, write_through"
+
+
+def test_a_host_pool_past_the_host_memory_does_not_start_in_the_simulator() -> None:
+    scen = _node(1024, enable_hierarchical_cache=True, hicache_ratio=2.0, page_size=64)
+    model = resolve_model(MODEL)
+    result = simulate_round(scen, model, analytic_binder(model, scen.hardware), seed=1, cost_model="analytic")
+    assert result.status.value == "failed" and result.config_fault and result.error_phase == "start"
+    assert result.error.startswith("Not enough host memory available for the HiCache host pool: requesting 238")
+    assert "reduce --hicache-ratio or set --hicache-size, or give hardware.host_dram_gb" in result.error
+
+
+def test_the_local_runner_reads_sglangs_host_memory_refusal_as_a_configuration_fault() -> None:
+    line = ("ValueError: Not enough host memory available. Requesting 238.40 GB but only have 99.20 GB free. "
+            "Please reduce the size of the hierarchical cache.")
+    assert cause_from_log(line) == "host_memory" and "host_memory" in CONFIG_FAULTS
+    assert cause_from_log("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.") == "oom"
