@@ -235,11 +235,16 @@ def fit_balance(router: RouterConfig, scenario: Scenario, workers: int) -> Route
     threshold (a 20,000-token agent system prompt), every request goes to the first worker that cached it
     (9B on four H100s at 64 agent streams: 642 tok/s against round_robin's 1,977). The threshold becomes one
     worker's share of the clients (16 there: 1,969 tok/s), so affinity holds until a worker carries a whole
-    share more than another. A threshold the user set is kept, and an SMG router is left to its own policy.
+    share more than another. A threshold the user set is kept, and an SMG router is left to its own policy; one
+    this rule set for the deployment's current workers (one worker's share of them) follows a new worker count
+    (TP4 x 2 at 25 clients balances at 13; its TP1 x 8 re-cut at 4, as from TP8).
     """
     clients = clients_of(scenario)
+    current = sum(g.replicas for g in scenario.deployment.groups if g.role != "prefill")
+    ours = clients and router.balance_abs_threshold == max(1, math.ceil(clients / max(current, 1)))
     # sglang-router 0.3.2's algorithm (SMG's cache_aware spills against the fleet mean instead).
-    if (router.policy != "cache_aware" or router.package != "sglang-router" or router.balance_abs_threshold is not None
+    if (router.policy != "cache_aware" or router.package != "sglang-router"
+            or (router.balance_abs_threshold is not None and not ours)
             or workers < 2 or not clients or clients > BALANCE_ABS_DEFAULT):
         return router
     return msgspec.structs.replace(router, balance_abs_threshold=max(1, math.ceil(clients / workers)))
@@ -259,12 +264,13 @@ def replica_split(scenario: Scenario, tp: int, policy: str) -> Deployment:
     group = scenario.deployment.groups[0]
     gpus = scenario.deployment.total_gpus()
     server = at_tp(group.server, tp)
-    router = scenario.deployment.router or RouterConfig(port=group.base_port)
-    router = msgspec.structs.replace(router, policy=policy, port=group.base_port)
     replicas = max(1, gpus // tp)
+    if scenario.deployment.router is None:  # the instance's port becomes the router's, the workers the next ones
+        router, base_port = RouterConfig(port=group.base_port, policy=policy), group.base_port + 1
+    else:  # a re-cut of replicas keeps the router's port and the workers' (one layout, one set of ports)
+        router, base_port = msgspec.structs.replace(scenario.deployment.router, policy=policy), group.base_port
     router = fit_balance(router, scenario, replicas)
-    worker = WorkerGroup(name=group.name, role="unified", replicas=replicas, base_port=group.base_port + 1,
-                         server=server)
+    worker = WorkerGroup(name=group.name, role="unified", replicas=replicas, base_port=base_port, server=server)
     return Deployment(groups=[worker], router=router)
 
 

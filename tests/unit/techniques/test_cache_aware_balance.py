@@ -51,3 +51,25 @@ def test_a_replica_split_behind_cache_aware_balances_at_its_share() -> None:
     assert [d.summary for d in splits] == ["TP1 x 4 + cache_aware router (balance-abs-threshold 16)",
                                            "TP2 x 2 + cache_aware router (balance-abs-threshold 32)"]
     assert [d.deployment.router.balance_abs_threshold for d in splits] == [16, 32]
+
+
+def test_a_threshold_this_rule_set_follows_a_new_worker_count_and_a_recut_keeps_its_ports() -> None:
+    # 25 agent streams on TP2 x 2 behind cache_aware at the threshold the rule gave it (13): a TP1 x 4 re-cut
+    # balances at 7, as the same split from one TP4 instance does, on the router's and workers' own ports, so
+    # the two are one candidate and a job does not measure it twice.
+    two = msgspec.structs.replace(deployment(MODEL, tp=2, replicas=2),
+                                  router=RouterConfig(policy="cache_aware", port=30000, balance_abs_threshold=13))
+    two = msgspec.structs.replace(two, groups=[msgspec.structs.replace(two.groups[0], base_port=30001)])
+    from_two = {d.summary: d.deployment for d in Parallelism().propose(
+        context(scenario(MODEL, "H100-SXM", 4, two, clients=25, workload=AGENTS)))}
+    single = deployment(MODEL, tp=4)
+    one = msgspec.structs.replace(single, groups=[msgspec.structs.replace(single.groups[0], base_port=30000)])
+    from_one = {d.summary: d.deployment for d in Parallelism().propose(
+        context(scenario(MODEL, "H100-SXM", 4, one, clients=25, workload=AGENTS)))}
+    key = "TP1 x 4 + cache_aware router (balance-abs-threshold 7)"
+    assert key in from_two and from_two[key] == from_one[key]
+    assert from_two[key].router.port == 30000 and from_two[key].groups[0].base_port == 30001
+    # A threshold that is not one worker's share of the clients is the user's, and stays.
+    mine = msgspec.structs.replace(two, router=msgspec.structs.replace(two.router, balance_abs_threshold=20))
+    assert {d.deployment.router.balance_abs_threshold for d in Parallelism().propose(
+        context(scenario(MODEL, "H100-SXM", 4, mine, clients=25, workload=AGENTS)))} == {20}
