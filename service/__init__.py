@@ -55,7 +55,6 @@ from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
 from service.simulator import simulate_round
-from service.simulator.speculative import keeps_mixed_chunk
 from service.simulator.memory import (
     SPECULATIVE_ALGORITHMS,
     SPECULATIVE_MAX_RUNNING,
@@ -66,6 +65,7 @@ from service.simulator.memory import (
     resolve_server,
     server_starts,
 )
+from service.simulator.speculative import keeps_mixed_chunk
 
 __all__ = [
     "WARM_PROMPTS_SEED_OFFSET",

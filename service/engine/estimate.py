@@ -98,7 +98,8 @@ def _still_falling(tried: dict[int, tuple[RoundResult, list[SLOCheck]]], before:
     target) by STILL_FALLING or more: a tail that still shrinks with replicas is load."""
     def worst(factor: int) -> float | None:
         found = {c.name: c for c in tried[factor][1]} if factor in tried else {}
-        shares = [found[c.name].actual / c.target for c in missed if c.name in found and c.target]
+        shares = [actual / c.target for c in missed if c.name in found and c.target
+                  and (actual := found[c.name].actual) is not None]
         return max(shares) if shares else None
     a, b = worst(before), worst(after)
     return a is not None and b is not None and a > 0 and b <= (1 - STILL_FALLING) * a

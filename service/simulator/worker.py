@@ -398,8 +398,9 @@ class Worker:
         if not len(idx):
             return
         n = len(idx)
-        drafted = not plain and self.accept_cdf is not None
-        emitted = sample_accepts(self.accept_cdf, n, self.rng) if drafted else np.ones(n, dtype=np.int64)
+        cdf = None if plain else self.accept_cdf
+        drafted = cdf is not None
+        emitted = sample_accepts(cdf, n, self.rng) if cdf is not None else np.ones(n, dtype=np.int64)
         emitted = np.maximum(np.minimum(emitted, self.running.target[idx] - self.running.gen[idx]), 1)
         self._record_itl(idx, emitted, now)
         if drafted and self.rec.measuring:
