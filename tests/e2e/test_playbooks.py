@@ -108,7 +108,7 @@ def test_coding_assistant_chunked_prefill_needs_mixed_chunk_and_stops_at_4096() 
     assert server(report)["chunked-prefill-size"] == 4096
 
 
-def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_rolls_back_eagle3_at_the_slo_edge() -> None:
+def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_eagle3_within_the_slo_as_the_casebook() -> None:
     report = tune("coding-assistant")
     fp8 = rounds(report, "quantization")[0]
     # +9% throughput with every tail lower: the casebook's "all metrics improved", proven by a paired t over
@@ -118,23 +118,23 @@ def test_coding_assistant_keeps_fp8_measured_seed_by_seed_and_rolls_back_eagle3_
     assert any("[paired t over" in line for line in fp8["reasons"])
     eagle = rounds(report, "speculative_decoding")[0]
     assert eagle["delta"]["set_server"]["speculative_algorithm"] == "EAGLE3"
-    assert eagle["result"]["bench"]["output_throughput"] > 1.2 * eagle["figures"]["output_throughput.baseline"]
-    # Where the simulator differs from the casebook (docs/tuning.md): judged on the pooled requests of all
-    # its repeats, EAGLE3's TTFT p95 sits at the 1 s target (about 1,024 ms), inside none of the policy's
-    # 5% margin, so the latency objective keeps the lower p99 TTFT and EAGLE3 is rolled back.
+    # The casebook's round 3 (+66.6% throughput, median ITL -40%, TTFT +5-6% within the SLO margin): on SGLang
+    # 0.5.23 the kept mixed chunk stays on under EAGLE3, so decoding requests still advance through the long
+    # pastes' chunks and the pooled TTFT p95 stays well inside the 1 s target (about 830 ms). The TTFT that
+    # rose is a tail inside its headroom: kept as a trade-off.
+    assert eagle["verdict"] == "keep_tradeoff" and "kept within SLO headroom" in eagle["reasons"][0]
+    assert eagle["figures"]["output_throughput.change"] > 0.4 and eagle["figures"]["output_throughput.ci_low"] > 0.3
+    assert eagle["figures"]["median_itl_ms.change"] < -0.5
     assert eagle["figures"]["p99_ttft_ms.change"] > 0
-    assert eagle["figures"]["slo.ttft_p95_ms.candidate"] > 0.95 * eagle["figures"]["slo.ttft_p95_ms.target"]
-    assert eagle["verdict"] == "rollback" and "SLO margin" in eagle["reasons"][0]
+    assert eagle["figures"]["slo.ttft_p95_ms.candidate"] < 0.9 * eagle["figures"]["slo.ttft_p95_ms.target"]
 
 
-def test_coding_assistant_replicas_are_judged_against_tp8_and_lose_in_the_simulator() -> None:
+def test_coding_assistant_replicas_are_judged_against_tp8_with_eagle3_and_two_gpu_replicas_break_the_ttft_target(
+) -> None:
     report = tune("coding-assistant")
-    # TP2 x 4 and TP4 x 2 are alternatives against the same chunk 4096 + FP8 TP8 baseline (the casebook's
-    # sequence); TP2 x 4 sits at the TTFT target in the simulator (a 28k-token paste prefills for about 3 s on
-    # two GPUs, docs/tuning.md: p95 992 ms against 1,000 ms, p99 near 1.9 s) and loses 15% of the throughput;
-    # TP4 x 2 raises every ITL figure at level throughput.
-    # 27 GB of FP8 weights take 19% of an H200, so TP1 x 8 is offered too: each paste then prefills on one
-    # GPU, and it breaks the TTFT target further with twice the median ITL.
+    # TP1 x 8, TP2 x 4 and TP4 x 2 are alternatives against the chunk 4096 + FP8 + EAGLE3 TP8 baseline (the
+    # casebook's sequence: it splits after EAGLE3). 27 GB of FP8 weights take 19% of an H200, so TP1 x 8 is
+    # offered too.
     split = rounds(report, "parallelism")
     # 25 clients: sglang-router's default --balance-abs-threshold of 64 could never fire, so each split's
     # router balances at one replica's share of them.
@@ -142,17 +142,23 @@ def test_coding_assistant_replicas_are_judged_against_tp8_and_lose_in_the_simula
         "TP1 x 8 + cache_aware router (balance-abs-threshold 4)", "TP2 x 4 + cache_aware router (balance-abs-threshold 7)",
         "TP4 x 2 + cache_aware router (balance-abs-threshold 13)"]
     tp1, tp2, tp4 = split
-    assert tp1["figures"]["slo.ttft_p95_ms.candidate"] > tp1["figures"]["slo.ttft_p95_ms.target"]
-    assert tp1["figures"]["median_itl_ms.change"] > 0.5 and tp1["figures"]["output_throughput.change"] < 0
-    assert tp2["figures"]["slo.ttft_p95_ms.candidate"] > 0.95 * tp2["figures"]["slo.ttft_p95_ms.target"]
-    assert tp2["result"]["bench"]["p99_ttft_ms"] > 1500 and tp2["figures"]["output_throughput.change"] < -0.1
-    assert tp4["figures"]["median_itl_ms.change"] > 0
-    assert all(r["verdict"] == "rollback" for r in split)
+    # Where the simulator differs from the casebook (docs/tuning.md): TP2 x 4 gains throughput, as the casebook
+    # measured (+34.5%), but a 28k-token paste prefills for about 3 s on two GPUs, so its pooled TTFT p95
+    # breaks the 1 s target the TP8 baseline meets; on one GPU (TP1 x 8) further, with twice the median ITL.
+    for broken in (tp1, tp2):
+        assert broken["verdict"] == "rollback" and "breaks an SLO the baseline met (ttft_p95_ms" in broken["reasons"][0]
+        assert broken["figures"]["slo.ttft_p95_ms.candidate"] > broken["figures"]["slo.ttft_p95_ms.target"]
+    assert tp2["figures"]["output_throughput.change"] > 0.05 and tp2["result"]["bench"]["p99_ttft_ms"] > 1500
+    assert tp1["figures"]["median_itl_ms.change"] > 0.5
+    # TP4 x 2 keeps the target (pooled p95 about 930 ms) for +16% throughput at level median ITL: the split
+    # the casebook's reasons favour (less all-reduce, two batches filled) where the prefill still has 4 GPUs.
+    assert tp4["verdict"] == "keep_tradeoff"
+    assert tp4["figures"]["output_throughput.change"] > 0.1 and tp4["figures"]["output_throughput.ci_low"] > 0
+    assert tp4["figures"]["slo.ttft_p95_ms.candidate"] < tp4["figures"]["slo.ttft_p95_ms.target"]
+    final = report["final"]["deployment"]["groups"][0]
+    assert final["replicas"] == 2 and final["server"]["tp-size"] == 4
+    assert final["server"]["speculative-algorithm"] == "EAGLE3" and final["server"]["quantization"] == "fp8"
     assert report["slo"]["met"]
-    final = server(report)
-    assert (final["chunked-prefill-size"], final["quantization"], final["kv-cache-dtype"], final["tp-size"]) == (
-        4096, "fp8", "fp8_e5m2", 8)
-    assert final.get("speculative-algorithm") is None
 
 
 def test_document_qa_compares_both_routers_against_tp4_and_recommends_prompt_reordering() -> None:

@@ -48,7 +48,7 @@ def _final(report: dict[str, Any]) -> tuple[str, str, list[str]]:
 # coding-assistant's starting TTFT p95 sits on its 1,000 ms target: at seed 3 the mixed chunk round's pooled
 # p95 is 1,001 ms [914, 1,078], within noise after the extra seeds, and the point estimate rolls it back; the
 # rollback is a branch (docs/tuning.md, "The beam"), FP8 on top of it meets the target, and the job ends on
-# chunk 4096 + mixed chunk and FP8 as at seeds 0, 1, 2 and 4.
+# chunk 4096 + mixed chunk, FP8, EAGLE3 and TP4 x 2 as at seeds 0, 1, 2 and 4.
 @pytest.mark.parametrize("playbook", CASEBOOK)
 def test_the_final_configuration_is_the_same_at_seeds_0_to_4(playbook: str) -> None:
     reports = _reports()
