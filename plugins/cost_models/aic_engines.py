@@ -172,9 +172,11 @@ def compile_engine(model: ModelSpec, hardware: Hardware, server: ServerConfig,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs are local; never reach for the hub
     tp, adp, moe_tp, moe_ep = parallel_layout(model, server)
     requested = quant_modes(server, fmha_quant)
-    # FP8 checkpoints (DeepSeek-V4-Flash-FP8) carry their own quant config; its modes are the second try.
+    # FP8 checkpoints (DeepSeek-V4-Flash-FP8) carry their own quant config; its modes are the second try. A
+    # BF16 checkpoint quantized at load (`--quantization fp8`) has no such modes: its BF16 rows would price an
+    # FP8 server as BF16, so it gets none (the cost model prices it from its BF16 twin, `bind`).
     variants = [(requested, "")]
-    if server.weight_dtype == "fp8" and fmha_quant is None:
+    if server.weight_dtype == "fp8" and fmha_quant is None and model.prequantized:
         variants.append((dict.fromkeys(requested), ", quant modes from the checkpoint"))
     errors: list[str] = []
     partial: CompiledEngine | None = None

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgspec
+
 from plugins.cost_models.aic_engines import (
     ExpertSwap,
     aic_module_name,
@@ -80,6 +82,9 @@ class AiconfiguratorStep(StepCostModel):
     # DeepGEMM expert op SGLang runs instead (`aic_engines.deepep_expert_swap`).
     expert_swap: ExpertSwap | None = None
     expert_swap_misses: int = 0
+    # Set when the engine measured the server's BF16 twin (no measured data for its FP8 weights or KV): the
+    # roofline of that twin, so each measured step is scaled by the roofline's own FP8-over-BF16 ratio.
+    twin: RooflineStep | None = None
     _memo: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
 
     def fallback_steps(self) -> int:
@@ -89,7 +94,7 @@ class AiconfiguratorStep(StepCostModel):
         # Engines are compiled once per process and per compile key (fmha quant included), so the engine's
         # identity and the roofline's key fix every answer.
         return ("aiconfigurator", id(self.engine) if self.engine is not None else None, self.fallback.memo_key(),
-                self.source, self.reason)
+                self.source, self.reason, self.twin.memo_key() if self.twin is not None else None)
 
     def describe(self) -> str:
         if self.engine is None:
@@ -105,6 +110,9 @@ class AiconfiguratorStep(StepCostModel):
                      f"{self.expert_swap.note}, in place of the fused Triton rows")
             if self.expert_swap_misses:
                 swap += " (the fused rows kept where either has no data for a step's shape)"
+        if self.twin is not None:
+            swap += ("; no measured data for its FP8 weights or KV: the BF16 server's measured steps scaled by the "
+                     "roofline's FP8-over-BF16 ratio for each step")
         return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing{swap}"
 
     # -- engine access ---------------------------------------------------------------------------------------
@@ -140,6 +148,9 @@ class AiconfiguratorStep(StepCostModel):
         if measured is None:
             self.fallbacks += 1
             return self.fallback.decode_seconds(batch, context_tokens)
+        if self.twin is not None:
+            measured *= self.fallback.decode_seconds(batch, context_tokens) / self.twin.decode_seconds(
+                batch, context_tokens)
         return measured
 
     def _measured_decode(self, batch: int, per_request: float) -> float | None:
@@ -162,6 +173,9 @@ class AiconfiguratorStep(StepCostModel):
         if measured is None:
             self.fallbacks += 1
             return self.fallback.prefill_seconds(new_tokens, cached_tokens, requests)
+        if self.twin is not None:
+            measured *= self.fallback.prefill_seconds(new_tokens, cached_tokens, requests) / self.twin.prefill_seconds(
+                new_tokens, cached_tokens, requests)
         return measured
 
     def _measured_prefill(self, new_tokens: int, cached_tokens: int, requests: int) -> float | None:
@@ -279,9 +293,19 @@ class AiconfiguratorCostModel(CostModel):
             return AiconfiguratorStep(engine=None, fallback=fallback, source="",
                                       reason="aiconfigurator-core is not installed")
         compiled = compile_engine(model, hardware, server, self.fmha_quant)
+        twin = None
+        if compiled.engine is None and not model.prequantized and (
+                server.weight_dtype == "fp8" or server.kv_dtype.startswith("fp8")):
+            # No measured data for the FP8 modes (GLM-4.5-Air's expert shape fits no FP8 block at any TP):
+            # the BF16 server's measured steps, scaled by the roofline's FP8-over-BF16 ratio.
+            bf16 = msgspec.structs.replace(server, quantization=None, kv_cache_dtype=None)
+            measured_twin = compile_engine(model, hardware, bf16, self.fmha_quant)
+            if measured_twin.engine is not None:
+                compiled = measured_twin
+                twin = RooflineCostModel(clock=1.0).bind(model, hardware, bf16)
         alltoall = compiled.engine is not None and uses_alltoall(model, server)
         return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
-                                  reason=compiled.error, alltoall=alltoall,
+                                  reason=compiled.error, alltoall=alltoall, twin=twin,
                                   gathered=compiled.engine is not None and gathers_moe_input(model, server),
                                   gather_dispatch_json=gather_dispatch_ops_json(model, server) if alltoall else None,
                                   expert_swap=deepep_expert_swap(model, server) if alltoall else None)

@@ -87,3 +87,28 @@ def test_casebook_clock_ratio_is_exposed_not_hidden(tp8: AiconfiguratorStep, qwe
     roofline = CasebookClockCostModel().bind(qwen27, H200, ServerConfig(tp_size=8, **FP8))
     ratio = roofline.decode_seconds(25, 25 * CONTEXT) / tp8.decode_seconds(25, 25 * CONTEXT)
     assert 2.0 < ratio < 10.0  # the casebook's simulated clock runs several times slower than measured kernels
+
+
+def test_online_fp8_without_measured_fp8_data_is_never_priced_as_bf16() -> None:
+    # GLM-4.5-Air is answered through the bundled Qwen3-30B-A3B (aiconfigurator-core has no Glm4Moe graph),
+    # whose 768-wide experts fit no 128-wide FP8 block at MoE TP4: no FP8 rows. Its BF16 rows once answered
+    # the FP8 server too ("the checkpoint's quant modes", meant for FP8 checkpoints), so FP8 measured exactly
+    # as BF16 and was rolled back as "nothing changed". The BF16 server's measured steps are now scaled by the
+    # roofline's FP8-over-BF16 ratio, and describe() says so.
+    air = resolve_model("zai-org/GLM-4.5-Air")
+    h100 = Hardware(gpu="H100-SXM", gpus_per_node=4)
+    bf16 = AiconfiguratorCostModel().bind(air, h100, ServerConfig(tp_size=4))
+    fp8 = AiconfiguratorCostModel().bind(air, h100, ServerConfig(tp_size=4, **FP8))
+    assert bf16.twin is None and fp8.twin is not None and fp8.engine is not None
+    assert "scaled by the roofline's FP8-over-BF16 ratio" in fp8.describe()
+    roof_bf16 = RooflineCostModel(clock=1.0).bind(air, h100, ServerConfig(tp_size=4))
+    roof_fp8 = RooflineCostModel(clock=1.0).bind(air, h100, ServerConfig(tp_size=4, **FP8))
+    for batch in (8, 64):
+        ratio = fp8.decode_seconds(batch, batch * 2048) / bf16.decode_seconds(batch, batch * 2048)
+        physical = roof_fp8.decode_seconds(batch, batch * 2048) / roof_bf16.decode_seconds(batch, batch * 2048)
+        assert ratio == pytest.approx(physical, rel=1e-9) and ratio < 0.8
+    assert fp8.prefill_seconds(4096, 0, 1) < bf16.prefill_seconds(4096, 0, 1)
+    # A checkpoint stored in FP8 keeps its own quant modes (DeepSeek-V4-Flash), with no twin.
+    flash = AiconfiguratorCostModel().bind(resolve_model("deepseek-ai/DeepSeek-V4-Flash"), Hardware(gpu="H200-SXM"),
+                                           ServerConfig(tp_size=8, **FP8))
+    assert flash.twin is None
