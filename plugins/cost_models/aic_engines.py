@@ -15,12 +15,12 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from plugins.cost_models.shapes import FP8_QUANTIZATIONS
-from service import AttentionKind, Hardware, ModelSpec, ServerConfig, shipped_models
+from service import AttentionKind, Hardware, ModelSpec, ServerConfig, model_from_config, shipped_models
 
 # aiconfigurator-core's import name: its successor installs as `aisimulate_core` (0.12's `aiconfigurator_core`
 # warns that its name goes away), so the successor's name is tried first.
@@ -80,11 +80,15 @@ class EngineKey:
 
 @dataclass
 class CompiledEngine:
-    """A compiled engine, or why there is none; `source` says which config answered."""
+    """A compiled engine, or why there is none; `source` says which config answered, `proxy` the bundled
+    model it measured when that is another model (the nearest of the same kind)."""
 
     engine: Any | None
     source: str
     error: str = ""
+    proxy: str | None = None
+    # The engine compiled but has no data for a typical decode and prefill: it answers only the steps it can.
+    partial: bool = False
 
 
 _ENGINES: dict[EngineKey, CompiledEngine] = {}
@@ -130,6 +134,16 @@ def nearest_bundled(model: ModelSpec) -> str | None:
     if not candidates:
         return None
     return min(candidates, key=lambda item: abs(item[1] - model.params_total))[0]
+
+
+def bundled_spec(name: str) -> ModelSpec | None:
+    """The ModelSpec of a bundled model from aiconfigurator-core's own config.json (None if unreadable)."""
+    try:
+        folder = Path(aic_import().__file__).parent / "model_configs"
+        cfg = json.loads((folder / f"{name.replace('/', '--')}_config.json").read_text())
+        return model_from_config(cfg, name)
+    except Exception:  # noqa: BLE001 - no spec means no scaling, and the source still names the proxy
+        return None
 
 
 def synthesized_config(model: ModelSpec) -> str:
@@ -186,12 +200,16 @@ def compile_engine(model: ModelSpec, hardware: Hardware, server: ServerConfig,
         if key not in _ENGINES:
             _ENGINES[key] = _compile(key, note + how)
         compiled = _ENGINES[key]
+        if path == nearest_bundled(model) and compiled.engine is not None:
+            compiled = replace(compiled, proxy=path)
         if compiled.engine is not None and _answers(compiled.engine):
             return compiled
         partial = partial or (compiled if compiled.engine is not None else None)
         errors.append(compiled.error or f"{note}: no data for a 1,024-token decode and prefill")
     # An engine that compiled but misses data for typical steps still answers the steps it can.
-    return partial or CompiledEngine(None, "", "; ".join(errors) or f"no aiconfigurator config for {model.name}")
+    if partial is not None:
+        return replace(partial, partial=True)
+    return CompiledEngine(None, "", "; ".join(errors) or f"no aiconfigurator config for {model.name}")
 
 
 def _answers(engine: Any) -> bool:

@@ -22,6 +22,7 @@ from plugins.cost_models.aic_engines import (
     ExpertSwap,
     aic_module_name,
     aic_system,
+    bundled_spec,
     compile_engine,
     deepep_expert_swap,
     gather_dispatch_ops_json,
@@ -111,8 +112,15 @@ class AiconfiguratorStep(StepCostModel):
             if self.expert_swap_misses:
                 swap += " (the fused rows kept where either has no data for a step's shape)"
         if self.twin is not None:
-            swap += ("; no measured data for its FP8 weights or KV: the BF16 server's measured steps scaled by the "
-                     "roofline's FP8-over-BF16 ratio for each step")
+            measured = self.twin.shape
+            asked = self.fallback.shape
+            what = []
+            if measured.model.name != asked.model.name:
+                what.append(f"{measured.model.name}'s measured steps")
+            if measured.server.weight_dtype != asked.server.weight_dtype or measured.server.kv_dtype != asked.server.kv_dtype:
+                what.append("its BF16 server's (no measured data for its FP8 weights or KV)")
+            swap += (f"; {' and '.join(what) or 'the measured steps'} scaled by the roofline's ratio for each step "
+                     f"(to {asked.model.name} as configured)")
         return f"aiconfigurator-core measured SGLang data via {self.source}; roofline where data is missing{swap}"
 
     # -- engine access ---------------------------------------------------------------------------------------
@@ -293,16 +301,23 @@ class AiconfiguratorCostModel(CostModel):
             return AiconfiguratorStep(engine=None, fallback=fallback, source="",
                                       reason="aiconfigurator-core is not installed")
         compiled = compile_engine(model, hardware, server, self.fmha_quant)
-        twin = None
-        if compiled.engine is None and not model.prequantized and (
+        measured_server = server
+        if (compiled.engine is None or compiled.partial) and not model.prequantized and (
                 server.weight_dtype == "fp8" or server.kv_dtype.startswith("fp8")):
-            # No measured data for the FP8 modes (GLM-4.5-Air's expert shape fits no FP8 block at any TP):
-            # the BF16 server's measured steps, scaled by the roofline's FP8-over-BF16 ratio.
+            # No measured data for the FP8 modes, or none for a typical step (GLM-4.5-Air's expert shape fits no
+            # FP8 block at MoE TP4; Qwen3.6-35B-A3B's FP8 rows stop short of MoE TP8): the BF16 server's measured
+            # steps, scaled by the roofline's FP8-over-BF16 ratio, so every step of the server stands on one
+            # basis rather than a mix of measured and roofline answers.
             bf16 = msgspec.structs.replace(server, quantization=None, kv_cache_dtype=None)
             measured_twin = compile_engine(model, hardware, bf16, self.fmha_quant)
-            if measured_twin.engine is not None:
-                compiled = measured_twin
-                twin = RooflineCostModel(clock=1.0).bind(model, hardware, bf16)
+            if measured_twin.engine is not None and (compiled.engine is None or not measured_twin.partial):
+                compiled, measured_server = measured_twin, bf16
+        # The steps measured another model (the nearest bundled one) or server: each is scaled by the roofline's
+        # ratio between what is asked and what was measured.
+        measured_model = (bundled_spec(compiled.proxy) if compiled.proxy else None) or model
+        twin = None
+        if measured_model is not model or measured_server is not server:
+            twin = RooflineCostModel(clock=1.0).bind(measured_model, hardware, measured_server)
         alltoall = compiled.engine is not None and uses_alltoall(model, server)
         return AiconfiguratorStep(engine=compiled.engine, fallback=fallback, source=compiled.source,
                                   reason=compiled.error, alltoall=alltoall, twin=twin,

@@ -11,7 +11,7 @@ import pytest
 
 from service.domain import SkippedStep
 from service.engine import MemoryJournal, TuningEngine, TuningOutcome, parts_from_host
-from tests.e2e.untuned import GLM_AIR_B200, HOST, L40S_TP4, MOE_ONE_NODE, auto, build
+from tests.e2e.untuned import A100_27B_TP4, GLM_AIR_B200, HOST, L40S_TP4, auto, build
 
 pytestmark = pytest.mark.slow
 
@@ -80,14 +80,14 @@ def test_a_step_skipped_before_a_restart_is_not_judged_again_on_the_resumed_depl
 
 def test_a_job_stopped_as_a_branch_starts_does_not_judge_the_branch_s_skipped_steps_again() -> None:
     whole = MemoryJournal()
-    uninterrupted = asyncio.run(_engine(whole, MOE_ONE_NODE).run())
+    uninterrupted = asyncio.run(_engine(whole, A100_27B_TP4).run())
     # The job this pins: a branch skips steps before its first round; stopped there, the journal has the
     # skips and no round on the branch yet.
     first = next(r for r in uninterrupted.job.rounds if r.line is not None)
     passed = {(s.technique, s.line) for s in whole.skipped(before_round=first.index) if s.line == first.line}
     assert passed
     again = MemoryJournal()
-    resumed = asyncio.run(_engine(again, MOE_ONE_NODE).resume(
+    resumed = asyncio.run(_engine(again, A100_27B_TP4).resume(
         whole.history(before_round=first.index), whole.skipped(before_round=first.index)))
     assert not passed & {(s.technique, s.line) for s in again.skipped()}, "a skipped step was judged again"
     assert _walk(resumed) == _walk(uninterrupted)

@@ -325,10 +325,13 @@ def test_an_moe_on_one_node_is_tuned_as_a_single_node_without_ep_or_pd() -> None
         assert not rounds(outcome, technique) and "16-GPU" in skipped(outcome, technique)
     final = outcome.report.final.deployment
     assert not final.is_pd and all(g.server.ep_size == 1 for g in final.groups)
-    # Case 1 round 4: the TP8 instance is re-cut into replicas when that measures better, and the split kept
-    # is one the job measured to beat TP8.
-    split = [r for r in rounds(outcome, "parallelism") if r.verdict in KEPT]
-    assert split and split[0].figures["output_throughput.change"] > 0
+    # Case 1 round 4: the TP8 instance is re-cut into replicas where that measures better. At 64 closed-loop
+    # streams each replica holds a few of them at a longer ITL, so every split loses throughput against TP8
+    # (TP1 x 8 about -12%, before and after NEXTN) and is rolled back on that measurement. Every FP8 step of the
+    # job stands on one cost basis: aiconfigurator-core has FP8 rows for TP1-TP4 but not for MoE TP8, whose
+    # steps are the BF16 rows scaled by the roofline's FP8 ratio, not roofline answers (docs/cost-models.md).
+    split = rounds(outcome, "parallelism")
+    assert split and all(r.verdict == "rollback" and r.figures["output_throughput.change"] < 0 for r in split)
     # Under the cost objective, with every target met, the replicas are then halved while the SLO holds: each
     # step kept costs less per 1M output tokens, and the job ends on fewer than the node's 8 GPUs.
     sized = [r for r in rounds(outcome, "right_sizing") if r.verdict in KEPT]
@@ -431,14 +434,15 @@ def test_a_cost_job_sizes_a_moe_to_the_gpus_its_kv_needs() -> None:
     outcome = job("glm-air-h100-cost", auto(), build(GLM_AIR_H100_COST))
     # GLM-4.5-Air in BF16 is 197 GiB: on TP4 each 80 GB H100 holds 49 GiB of weights and a KV pool of about
     # 390,000 tokens, where 16 chat streams at the p95 context (3,000 + 1,200 tokens) need 67,200. The casebook's
-    # capacity calculation has room to spare, so the cost objective halves the node and keeps TP4. The node is
-    # first re-cut into TP4 x 2 behind a cache_aware router balancing at one replica's share of the 8 clients
-    # (kept: more throughput within the SLO); the cost objective then drops one of the two replicas.
-    [split] = rounds(outcome, "parallelism")[:1]
-    assert split.delta is not None and split.delta.summary.startswith("TP4 x 2 + cache_aware router")
+    # capacity calculation has room to spare, so the cost objective halves the node and keeps TP4. The TP4 x 2
+    # re-cut behind a cache_aware router balancing at one replica's share of the 8 clients is measured first and
+    # loses throughput (4 clients per replica at a longer ITL); after NEXTN it loses again, and the cost
+    # objective then halves the TP8 instance to TP4.
+    split = rounds(outcome, "parallelism")
+    assert split and all(r.delta is not None and r.delta.summary.startswith("TP4 x 2 + cache_aware router")
+                         and r.verdict == "rollback" for r in split)
     sized = rounds(outcome, "right_sizing")
-    assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [
-        ("1 of 2 replicas (TP4): 4 GPUs, no router", "accept")]
+    assert [(r.delta.summary if r.delta else "", r.verdict) for r in sized] == [("TP4 on 4 GPUs (from TP8)", "accept")]
     # TP2 is never launched: its 99 GiB of weights per GPU would not start, so the walk ends on TP4.
     final = outcome.report.final.deployment
     assert final.total_gpus() == 4 and final.groups[0].server.tp_size == 4 and outcome.report.slo.met

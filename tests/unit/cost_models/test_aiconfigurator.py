@@ -99,8 +99,9 @@ def test_online_fp8_without_measured_fp8_data_is_never_priced_as_bf16() -> None:
     h100 = Hardware(gpu="H100-SXM", gpus_per_node=4)
     bf16 = AiconfiguratorCostModel().bind(air, h100, ServerConfig(tp_size=4))
     fp8 = AiconfiguratorCostModel().bind(air, h100, ServerConfig(tp_size=4, **FP8))
-    assert bf16.twin is None and fp8.twin is not None and fp8.engine is not None
-    assert "scaled by the roofline's FP8-over-BF16 ratio" in fp8.describe()
+    assert fp8.twin is not None and fp8.engine is not None and fp8.twin.shape.server.weight_dtype == "bf16"
+    assert "its BF16 server's (no measured data for its FP8 weights or KV) scaled by the roofline's ratio" in (
+        fp8.describe())
     roof_bf16 = RooflineCostModel(clock=1.0).bind(air, h100, ServerConfig(tp_size=4))
     roof_fp8 = RooflineCostModel(clock=1.0).bind(air, h100, ServerConfig(tp_size=4, **FP8))
     for batch in (8, 64):
@@ -112,3 +113,20 @@ def test_online_fp8_without_measured_fp8_data_is_never_priced_as_bf16() -> None:
     flash = AiconfiguratorCostModel().bind(resolve_model("deepseek-ai/DeepSeek-V4-Flash"), Hardware(gpu="H200-SXM"),
                                            ServerConfig(tp_size=8, **FP8))
     assert flash.twin is None
+
+
+def test_a_bundled_stand_in_is_scaled_to_the_model_it_stands_in_for() -> None:
+    # GLM-4.5-Air (106B, 12B active) is measured through the bundled Qwen3-30B-A3B (30B, 3B active): its raw
+    # rows put a 64-request decode step at 8.9 ms on four H100s, a third of what the larger model streams and
+    # computes. Each measured step is scaled by the roofline's ratio between the model and its stand-in.
+    air = resolve_model("zai-org/GLM-4.5-Air")
+    h100 = Hardware(gpu="H100-SXM", gpus_per_node=4)
+    step = AiconfiguratorCostModel().bind(air, h100, ServerConfig(tp_size=4))
+    assert step.twin is not None and step.twin.shape.model.name == "Qwen/Qwen3-30B-A3B"
+    assert "Qwen/Qwen3-30B-A3B's measured steps scaled by the roofline's ratio for each step" in step.describe()
+    raw = step.engine.decode_step_latency(64, 2048, 0) / 1e3
+    scaled = step.decode_seconds(64, 64 * 2048)
+    ratio = (step.fallback.decode_seconds(64, 64 * 2048) / step.twin.decode_seconds(64, 64 * 2048))
+    assert ratio > 2 and scaled == pytest.approx(raw * ratio, rel=0.05)
+    # A model with its own measured config has no stand-in and no scaling.
+    assert AiconfiguratorCostModel().bind(resolve_model("Qwen/Qwen3.6-27B"), H200, ServerConfig(tp_size=8)).twin is None
