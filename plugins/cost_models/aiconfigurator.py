@@ -302,12 +302,13 @@ class AiconfiguratorCostModel(CostModel):
                                       reason="aiconfigurator-core is not installed")
         compiled = compile_engine(model, hardware, server, self.fmha_quant)
         measured_server = server
-        if (compiled.engine is None or compiled.partial) and not model.prequantized and (
+        if (compiled.engine is None or compiled.partial) and not model.prequantized and self.fmha_quant is None and (
                 server.weight_dtype == "fp8" or server.kv_dtype.startswith("fp8")):
             # No measured data for the FP8 modes, or none for a typical step (GLM-4.5-Air's expert shape fits no
             # FP8 block at MoE TP4; Qwen3.6-35B-A3B's FP8 rows stop short of MoE TP8): the BF16 server's measured
             # steps, scaled by the roofline's FP8-over-BF16 ratio, so every step of the server stands on one
-            # basis rather than a mix of measured and roofline answers.
+            # basis rather than a mix of measured and roofline answers. A forced attention mode (`fmha_quant`) is
+            # priced as asked, its missing steps from the roofline.
             bf16 = msgspec.structs.replace(server, quantization=None, kv_cache_dtype=None)
             measured_twin = compile_engine(model, hardware, bf16, self.fmha_quant)
             if measured_twin.engine is not None and (compiled.engine is None or not measured_twin.partial):
