@@ -115,3 +115,36 @@ def test_a_replica_split_of_pipeline_or_data_parallel_servers_fills_the_same_gpu
     [group] = split.deployment.groups
     assert (group.replicas, group.server.dp_size, group.server.world_size) == (2, 1, 1)
     assert split.deployment.total_gpus() == 2 and _errors(split) == []
+
+
+def test_one_ep_instance_from_routed_replicas_drops_the_router_and_takes_its_port() -> None:
+    # DeepSeek-V4-Flash as TP8 x 2 over two H200 nodes behind power_of_two (router_policy kept it): the EP16
+    # candidate is one instance, which power_of_two refuses ("needs at least 2 workers"), so both EP layouts
+    # were refused before launch and EP never measured. One instance needs no router: it takes the router's port.
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    routed = msgspec.structs.replace(deployment(model, tp=8, replicas=2), router=RouterConfig(policy="power_of_two",
+                                                                                             port=30000))
+    routed = msgspec.structs.replace(routed, groups=[msgspec.structs.replace(routed.groups[0], base_port=30001)])
+    scen = scenario(model, "H200-SXM", 8, routed, clients=512)
+    scen = msgspec.structs.replace(scen, hardware=msgspec.structs.replace(scen.hardware, nodes=2))
+    candidates = MoeParallelism().propose(context(scen))
+    assert [d.summary for d in candidates] == ["EP16 + DP attention 4 x 1, no router",
+                                               "EP16 + DP attention 4 x 1, no router, two-batch overlap"]
+    for delta in candidates:
+        assert delta.deployment is not None and delta.deployment.router is None
+        assert delta.deployment.groups[0].base_port == 30000 and delta.deployment.groups[0].replicas == 1
+        assert not _errors(apply_delta(scen, delta))
+
+
+def test_pd_from_one_instance_without_a_router_puts_the_router_on_its_port_and_the_workers_after_it() -> None:
+    # One EP16 instance on port 30000 with no router (as the EP step leaves it): the PD candidate's router took
+    # its default port 30000 and the prefill server the instance's 30000, on the same node, and was refused.
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    alone = deployment(model, tp=16, ep_size=16, attention_dp_size=4, moe_a2a_backend="deepep")
+    alone = msgspec.structs.replace(alone, groups=[msgspec.structs.replace(alone.groups[0], base_port=30000)])
+    scen = scenario(model, "H200-SXM", 8, alone, clients=512)
+    scen = msgspec.structs.replace(scen, hardware=msgspec.structs.replace(scen.hardware, nodes=2))
+    [pd] = PdDisaggregation().propose(context(scen))
+    assert pd.deployment is not None and pd.deployment.router is not None and pd.deployment.router.port == 30000
+    assert {g.base_port for g in pd.deployment.groups} == {30001}
+    assert not _errors(apply_delta(scen, pd))
