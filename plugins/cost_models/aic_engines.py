@@ -200,7 +200,7 @@ def compile_engine(model: ModelSpec, hardware: Hardware, server: ServerConfig,
         if key not in _ENGINES:
             _ENGINES[key] = _compile(key, note + how)
         compiled = _ENGINES[key]
-        if path == nearest_bundled(model) and compiled.engine is not None:
+        if path == nearest_bundled(model) and path != model.name and compiled.engine is not None:
             compiled = replace(compiled, proxy=path)
         if compiled.engine is not None and _answers(compiled.engine):
             return compiled

@@ -79,8 +79,8 @@ class BatchParameters(Technique):
         # Once the bundle ran (kept or not), the batch moves by the probes: a kept bundle whose clients were
         # raised past its running cap later is not maximised a second time.
         if not bundled and (server.max_running_requests is None or server.max_running_requests < client):
-            chunk, why = _bundle_chunk(ctx, server, target)
             graphs, note = graphs_for(target, ctx.scenario, server)
+            chunk, why = _bundle_chunk(ctx, msgspec.structs.replace(server, **graphs), target)
             return [ConfigDelta(
                 technique=self.name,
                 summary=f"batch max: {target} running, chunk {chunk}, prefill {2 * chunk}, mem {BUNDLE_MEM}, "

@@ -84,7 +84,9 @@ def host_ratio(ctx: TuningContext) -> tuple[float | None, str]:
     except ServerStartError:
         return HICACHE_RATIO, ""
     device = resolved.pool_tokens * resolved.kv_bytes_per_token
-    budget = host_budget_bytes(hardware, hardware.gpus_per_node / max(resolved.world_size, 1))
+    replicas = sum(g.replicas for g in ctx.scenario.deployment.groups if g.role != "prefill")
+    on_node = min(float(replicas), hardware.gpus_per_node / max(resolved.world_size, 1))
+    budget = host_budget_bytes(hardware, on_node)
     fits = budget / device if device > 0 else HICACHE_RATIO
     if fits >= HICACHE_RATIO:
         return HICACHE_RATIO, ""

@@ -76,7 +76,10 @@ def _split_candidates(ctx: TuningContext, compare: list[str]) -> tuple[list[Conf
     does not move a TP-against-replicas balance (TP1 x 4 of a 2B model lost 41% before mixed chunking and
     43% after); a change that does (EAGLE3) reopens parallelism itself.
     """
-    tp = smallest_replica_tp(ctx.model, ctx.scenario)
+    sizes = _split_sizes(ctx, main_server(ctx.scenario).tp_size)
+    if not sizes:
+        return [], []
+    tp = sizes[0]  # the smallest TP whose replicas each get a request in flight
     replicas = ctx.scenario.deployment.total_gpus() // tp
     measured = {_layout(delta) for delta in tried_deltas(ctx, Parallelism.name)}
     fresh, done = [], []
@@ -181,6 +184,9 @@ class RouterPolicy(Technique):
             if lone := lone_client(ctx):
                 return Applicability(False, lone)
             fresh, done = _split_candidates(ctx, _compared(ctx))
+            if not fresh and not done:
+                return Applicability(False, f"Every split makes more replicas than the {clients_of(ctx.scenario)} "
+                                            "requests in flight: the extra replicas would sit idle.")
             if not fresh:
                 return Applicability(False, f"Parallelism already measured {' and '.join(done)} in this job; "
                                             "the same split is not run again for its router.")

@@ -100,8 +100,10 @@ def _half(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
             return ConfigDelta(technique=RightSizing.name, summary=f"{summary}, no router",
                                deployment=Deployment(groups=[alone], router=None)), ""
         smaller = msgspec.structs.replace(group, replicas=replicas)
-        return ConfigDelta(technique=RightSizing.name, summary=summary,
-                           deployment=msgspec.structs.replace(deployment, groups=[smaller])), ""
+        router = fit_balance(deployment.router, ctx.scenario, replicas) if deployment.router else None
+        note = router_note(router, deployment.router) if router else ""
+        return ConfigDelta(technique=RightSizing.name, summary=summary + note,
+                           deployment=msgspec.structs.replace(deployment, groups=[smaller], router=router)), ""
     tp = server.tp_size // 2
     if tp < 1 or server.dp_size > 1 or server.ep_size > 1 or server.attention_dp_size > 1 or server.pp_size > 1:
         return None, f"one TP{server.tp_size} instance with nothing left to halve"

@@ -26,10 +26,12 @@ INPUT_DOMINANT = 20.0
 # Casebook "Concurrency vs. Threshold Batch Size": concurrency near the threshold batch (case 3: 256 of 295,
 # 0.87) is the transition zone where speculative decoding is detrimental. Within 30% of it counts as near.
 TRANSITION_ZONE = 0.7
-# Casebook case 3 round 2 removed speculation that accepted 2.14 tokens per verify step of 6 drafted ("it's
-# better to turn it off"); case 1 kept it at 3.82. Below LOW_ACCEPT_LENGTH tokens per step (the bonus token
-# included) most drafted work is thrown away, whatever the concurrency: removal is measured.
-LOW_ACCEPT_LENGTH = 2.5
+# Casebook case 3 round 2 removed speculation that accepted 2.14 tokens per verify step of 6 drafted (accept
+# rate 0.357: "it's better to turn it off"); case 1 kept it at 3.82 of 6 (0.637). Below LOW_ACCEPT_RATE of the
+# drafted tokens most drafted work is thrown away, whatever the concurrency: removal is measured.
+LOW_ACCEPT_RATE = 0.4
+# SGLang's draft tokens when --speculative-num-draft-tokens is unset (`_auto_choose_speculative_params`).
+DEFAULT_DRAFT_TOKENS = 4
 
 
 def break_even_concurrency(ctx: TuningContext) -> float:
@@ -55,14 +57,13 @@ def zone(c: float, threshold: float, even: float) -> str | None:
 
 def low_acceptance(ctx: TuningContext) -> str | None:
     """Why the speculation the last kept round ran throws most drafted work away, or None (nothing measured,
-    or it accepted LOW_ACCEPT_LENGTH tokens per verify step or more)."""
+    or it accepted LOW_ACCEPT_RATE of its drafted tokens or more)."""
     measured = ctx.baseline.server.spec_accept_length if ctx.baseline is not None else None
-    if measured is None or measured >= LOW_ACCEPT_LENGTH:
+    drafted = main_server(ctx.scenario).speculative_num_draft_tokens or DEFAULT_DRAFT_TOKENS
+    if measured is None or measured / drafted >= LOW_ACCEPT_RATE:
         return None
-    server = main_server(ctx.scenario)
-    drafted = server.speculative_num_draft_tokens
-    of = f" of {drafted} drafted" if drafted else ""
-    return f"it accepted {measured:.2f} tokens per verify step{of} in the last kept round"
+    return (f"it accepted {measured:.2f} tokens per verify step of {drafted} drafted (rate {measured / drafted:.2f}) "
+            "in the last kept round")
 
 
 def _running_slots(ctx: TuningContext) -> int | None:
@@ -115,7 +116,8 @@ class SpeculativeDecoding(Technique):
                                            "round 2: +20% without it).")
             if low := low_acceptance(ctx):
                 return Applicability(True, f"Speculation is on but {low}: remove it and measure (casebook case 3 "
-                                           "round 2 removed it at 2.14 of 6; case 1 kept it at 3.82).")
+                                           "round 2 removed it at 2.14 of 6, rate 0.357; case 1 kept it at 3.82, "
+                                           "0.637).")
             return Applicability(False, f"Speculation is on and still pays ({figures}).")
         if too_high:
             return Applicability(False, f"Not added: concurrency is {too_high} ({figures}).")

@@ -80,9 +80,9 @@ class EmulatedEngine:
             step_factor=self.balance.step_factor(cached_cost.includes_expert_skew()) if self.balance else 1.0,
             host_link_bytes_per_s=hardware.spec.pcie_gbps * 1e9,
             prefill_decode_interval=int(args.get("prefill_decode_interval", 0) or 0))
-        per_node = max(hardware.gpus_per_node / max(resolved.world_size, 1), 1.0)
+        # One emulated server sees the host's free memory alone, as SGLang's check at its own start does.
         cache = RadixCache(page_size=resolved.page_size, enabled=not server.disable_radix_cache,
-                           host_capacity=host_pool_tokens(resolved, server, hardware, per_node),
+                           host_capacity=host_pool_tokens(resolved, server, hardware, 1.0),
                            write_policy=server.hicache_write_policy or "write_through")
         self.worker = Worker(setup, cache, self.recorder, np.random.default_rng(seed), self._finished)
         self.metrics = EngineMetrics(args, resolved.pool_tokens)

@@ -51,7 +51,7 @@ MAX_PROMPTS = 2400
 async def latency_capacity(final: Scenario, results: list[RoundResult], checks: list[SLOCheck],
                            context: RoundContext | None, policy: Any, seed: int) -> list[str]:
     """The line that says how many replicas of the final deployment meet its missed latency targets in
-    simulation, or that eight times as many do not ([] when no latency target is missed, or the deployment
+    simulation, or that the largest multiple tried does not ([] when no latency target is missed, or the deployment
     is not one group of identical replicas).
 
     Where the final rounds were not simulated, the final deployment itself is simulated first: a cost model

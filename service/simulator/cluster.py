@@ -137,7 +137,8 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
     balance = expert_balance(model, server)
     backend = grammar_backend(scenario.workload.structured_output, server.grammar_backend)
     spec = speculative_settings(server, model, scenario.workload.speculative.draft_acceptance, scenario.sglang_version)
-    per_node = max(hardware.gpus_per_node / max(resolved.world_size, 1), 1.0)
+    # The servers of this group on one node: as many as fit on it, no more than there are.
+    per_node = max(min(float(group.replicas), hardware.gpus_per_node / max(resolved.world_size, 1)), 1.0)
     host = host_pool_tokens(resolved, server, hardware, per_node)
     workers = []
     for k in range(replicas):

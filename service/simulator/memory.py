@@ -225,11 +225,11 @@ def _default_max_running(model: ModelSpec, server: ServerConfig, pool: int) -> i
 
 
 def host_budget_bytes(hardware: Hardware, replicas_per_node: float) -> float:
-    """Host memory one server's HiCache pool may take: its share of the node's free memory (HOST_FREE_SHARE of
-    `host_dram_gb`, split over the servers of the node) less SGLang's reserve
-    (`mem_cache/pool_host/base.py` host_memory_budget_bytes: free memory less 10 GiB, split over the ranks)."""
-    share = hardware.host_dram_gb * GIB * HOST_FREE_SHARE / max(replicas_per_node, 1.0)
-    return share - HICACHE_HOST_RESERVE_GIB * GIB
+    """Host memory one server's HiCache pool may take: the node's free memory (HOST_FREE_SHARE of
+    `host_dram_gb`) less SGLang's reserve, split over the servers on the node (`mem_cache/pool_host/base.py`
+    host_memory_budget_bytes: free memory less 10 GiB, split over the ranks)."""
+    free = hardware.host_dram_gb * GIB * HOST_FREE_SHARE - HICACHE_HOST_RESERVE_GIB * GIB
+    return free / max(replicas_per_node, 1.0)
 
 
 def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float
@@ -252,7 +252,8 @@ def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: H
         raise HostMemoryShort(
             f"Not enough host memory available for the HiCache host pool: requesting {requested / 1e9:.1f} GB "
             f"({int(tokens):,} tokens) but only {max(budget, 0) / 1e9:.1f} GB is free for this server "
-            f"({HOST_FREE_SHARE:.0%} of hardware.host_dram_gb = {hardware.host_dram_gb:g} over {servers:g} "
-            f"server{'s' if servers != 1 else ''} per node, less SGLang's {HICACHE_HOST_RESERVE_GIB} GiB reserve); "
+            f"({HOST_FREE_SHARE:.0%} of hardware.host_dram_gb = {hardware.host_dram_gb:g}, less SGLang's "
+            f"{HICACHE_HOST_RESERVE_GIB} GiB reserve, over {servers:g} server{'s' if servers != 1 else ''} on the "
+            "node); "
             "reduce --hicache-ratio or set --hicache-size, or give hardware.host_dram_gb")
     return int(tokens)

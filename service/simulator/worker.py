@@ -194,7 +194,8 @@ class Worker:
             CLIP_MAX_NEW_TOKENS, ratio)
         dp = self.res.attention_dp  # each DP-attention rank has its own prefill budget
         rem_chunk = None if self.res.chunked_prefill_size is None else self.res.chunked_prefill_size * dp
-        rem_input = self.res.max_prefill_tokens * dp - (self.running.size if self.setup.mixed_chunk else 0)
+        mixes = self.setup.mixed_chunk and (self.setup.spec is None or self.setup.spec.mixes_chunks)
+        rem_input = self.res.max_prefill_tokens * dp - (self.running.size if mixes else 0)
         batch: list[tuple[SimRequest, int]] = []
         # `scheduler.py` get_new_batch_prefill: the waiting queue is scanned after add_chunked_req, so the
         # budget a chunked request's last chunk leaves admits the next requests into the same batch.

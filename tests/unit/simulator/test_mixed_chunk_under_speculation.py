@@ -46,8 +46,6 @@ def test_a_mixed_step_under_eagle3_decodes_the_running_requests_through_long_pre
         msgspec.structs.replace(group, server=msgspec.structs.replace(server, enable_mixed_chunk=False))]))
     assert old.bench.max_itl_ms == run(msgspec.structs.replace(unmixed, sglang_version="0.5.15")).bench.max_itl_ms
     assert new.bench.max_itl_ms < 0.8 * old.bench.max_itl_ms, (new.bench.max_itl_ms, old.bench.max_itl_ms)
-    # The plain decode in a mixed step drafts nothing: fewer tokens per step are accepted on average.
-    assert new.server.spec_accept_length <= old.server.spec_accept_length + 1e-9
 
 
 def test_the_chunk_step_offers_mixed_chunk_under_eagle3_only_where_sglang_keeps_it() -> None:

@@ -48,3 +48,13 @@ def test_the_batch_bundle_raises_the_graph_cap_and_keeps_it_when_tried_alone() -
     [bundle] = BatchParameters().propose(context(capped))
     assert bundle.set_server["max_running_requests"] == 512 and bundle.set_server["cuda_graph_max_bs"] == 256
     assert ", cuda-graph-max-bs 256 (from 4)" in bundle.summary
+
+
+def test_a_rolled_back_bundle_s_running_cap_step_carries_its_graph_cap() -> None:
+    capped = _capped(clients=128, slo=SLO(), max_running_requests=4, cuda_graph_max_bs=4)
+    [bundle] = BatchParameters().propose(context(capped))
+    tried = [f"batch_parameters:{msgspec.json.encode(bundle).decode()}"]
+    steps = BatchParameters().propose(context(capped, tried=tried))
+    running = next(d for d in steps if "max_running_requests" in d.set_server)
+    assert running.set_server == {"max_running_requests": 512, "cuda_graph_max_bs": 256}
+    assert running.summary == "max-running-requests 512 with client concurrency 512, cuda-graph-max-bs 256"

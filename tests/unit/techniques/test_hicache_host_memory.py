@@ -33,15 +33,20 @@ def _node(dram_gb: float, **server: object):
 
 def test_the_ratio_is_what_the_node_holds_and_none_below_one_device_pool() -> None:
     assert host_ratio(context(_node(2048))) == (
-        1.75, "hardware.host_dram_gb = 2048 leaves 209 GB per server for a device pool of 119 GB")
+        1.75, "hardware.host_dram_gb = 2048 leaves 219 GB per server for a device pool of 119 GB")
     [delta] = HiCache().propose(context(_node(2048)))
     assert delta.set_server["hicache_ratio"] == 1.75
     assert delta.summary.startswith("HiCache ratio 1.75, page 64, write_through (hardware.host_dram_gb = 2048")
     verdict = HiCache().applicable(context(_node(1024)))
     assert not verdict.applicable
     assert "the host memory cannot hold a tier as large as the GPU pool" in verdict.reason
-    assert "hardware.host_dram_gb = 1024 leaves 99 GB per server" in verdict.reason
+    assert "hardware.host_dram_gb = 1024 leaves 109 GB per server" in verdict.reason
     assert HiCache().propose(context(_node(1024))) == []
+    # One such server on the node has its memory to itself: ratio 2 (2 x 119 GB of 1 TB).
+    one = _node(1024)
+    one = msgspec.structs.replace(one, deployment=msgspec.structs.replace(one.deployment, groups=[
+        msgspec.structs.replace(one.deployment.groups[0], replicas=1)], router=None))
+    assert host_ratio(context(one)) == (2.0, "")
     # A node with room for twice every device pool keeps the casebook's ratio 2, with no note.
     [roomy] = HiCache().propose(context(_node(4096)))
     assert roomy.set_server["hicache_ratio"] == 2.0 and roomy.summary == "HiCache ratio 2, page 64, write_through"

@@ -50,3 +50,9 @@ def test_scale_out_adds_no_replica_that_would_never_receive_a_request() -> None:
     # Eight streams on the same instance: the miss may be queueing, and a second replica shares the load.
     eight = scenario(MODEL, "H100-SXM", 8, deployment(MODEL, tp=2), clients=8, slo=SLO(itl_median_ms=10))
     assert ScaleOut().applicable(context(eight, baseline=measured(8.0, median_itl_ms=10.5))).applicable
+
+
+def test_router_policy_splits_no_further_than_the_requests_in_flight() -> None:
+    # Three streams on TP8: router_policy's split is the smallest whose replicas each get a request (TP4 x 2),
+    # as parallelism's; TP2 x 4 would leave a replica idle.
+    assert [d.summary.split(" + ")[0] for d in RouterPolicy().propose(context(_tp8(3)))] == ["TP4 x 2"]

@@ -84,12 +84,16 @@ def test_on_but_accepting_few_drafted_tokens_is_proposed_for_removal_at_any_conc
     scen = scenario(model, "H100-SXM", 1, deployment(model, **EAGLE), clients=64, slo=SLO(itl_median_ms=40))
     verdict = SPEC.applicable(context(scen, baseline=_accepted(54.0, 1.18)))
     assert verdict.applicable
-    assert "it accepted 1.18 tokens per verify step of 6 drafted in the last kept round" in verdict.reason
+    assert "it accepted 1.18 tokens per verify step of 6 drafted (rate 0.20) in the last kept round" in verdict.reason
     [delta] = SPEC.propose(context(scen, baseline=_accepted(54.0, 1.18)))
     assert delta.set_server["speculative_algorithm"] is None
-    assert delta.summary == ("remove speculative decoding (it accepted 1.18 tokens per verify step of 6 drafted in "
-                             "the last kept round)")
+    assert delta.summary == ("remove speculative decoding (it accepted 1.18 tokens per verify step of 6 drafted "
+                             "(rate 0.20) in the last kept round)")
     assert not SPEC.applicable(context(scen, baseline=_accepted(54.0, 3.8))).applicable
+    # One draft step can never accept more than 2 tokens: at 1.9 of 2 it pays, and is not read as "few".
+    shallow = {**EAGLE, "speculative_num_steps": 1, "speculative_num_draft_tokens": 2}
+    one_step = scenario(model, "H100-SXM", 1, deployment(model, **shallow), clients=64, slo=SLO(itl_median_ms=40))
+    assert not SPEC.applicable(context(one_step, baseline=_accepted(54.0, 1.9))).applicable
 
 
 def test_speculation_this_job_removed_is_not_added_back() -> None:
