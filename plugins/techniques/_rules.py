@@ -259,17 +259,31 @@ def router_note(router: RouterConfig | None, before: RouterConfig | None = None)
     return f" (balance-abs-threshold {router.balance_abs_threshold})"
 
 
+def router_ports(deployment: Deployment) -> tuple[RouterConfig, int]:
+    """The router a re-cut deployment sits behind and its workers' first port: a deployment without a router
+    gets one on its instance's port, the workers the next ones; one with a router keeps its ports (one layout,
+    one set of ports, so the same layout from two starts is one candidate)."""
+    group = deployment.groups[0]
+    if deployment.router is None:
+        return RouterConfig(port=group.base_port), group.base_port + 1
+    return deployment.router, group.base_port
+
+
+def without_router(deployment: Deployment, worker: WorkerGroup) -> Deployment:
+    """`worker` as a deployment's only, unrouted worker: one worker needs no router (and SGLang's power_of_two
+    refuses one), so it takes the router's port."""
+    port = deployment.router.port if deployment.router is not None else worker.base_port
+    return Deployment(groups=[msgspec.structs.replace(worker, base_port=port)])
+
+
 def replica_split(scenario: Scenario, tp: int, policy: str) -> Deployment:
     """The deployment's GPUs re-cut into TP `tp` replicas behind a router (casebook case 1 round 4)."""
     group = scenario.deployment.groups[0]
     gpus = scenario.deployment.total_gpus()
     server = at_tp(group.server, tp)
     replicas = max(1, gpus // tp)
-    if scenario.deployment.router is None:  # the instance's port becomes the router's, the workers the next ones
-        router, base_port = RouterConfig(port=group.base_port, policy=policy), group.base_port + 1
-    else:  # a re-cut of replicas keeps the router's port and the workers' (one layout, one set of ports)
-        router, base_port = msgspec.structs.replace(scenario.deployment.router, policy=policy), group.base_port
-    router = fit_balance(router, scenario, replicas)
+    router, base_port = router_ports(scenario.deployment)
+    router = fit_balance(msgspec.structs.replace(router, policy=policy), scenario, replicas)
     worker = WorkerGroup(name=group.name, role="unified", replicas=replicas, base_port=base_port, server=server)
     return Deployment(groups=[worker], router=router)
 

@@ -7,7 +7,15 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import TWO_BATCH_OVERLAP, fit_balance, main_server, router_note, without_ep
+from plugins.techniques._rules import (
+    TWO_BATCH_OVERLAP,
+    fit_balance,
+    main_server,
+    router_note,
+    router_ports,
+    without_ep,
+    without_router,
+)
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -132,10 +140,8 @@ class MoeParallelism(Technique):
         worker = msgspec.structs.replace(group, replicas=replicas, server=server)
         deployment = msgspec.structs.replace(ctx.scenario.deployment, groups=[worker])
         if replicas == 1 and deployment.router is not None:
-            # One EP instance needs no router (and power_of_two refuses one worker): it takes the router's port,
-            # as right_sizing's last replica does (two TP8 replicas behind power_of_two merged into one EP16
-            # instance were refused before launch).
-            deployment = Deployment(groups=[msgspec.structs.replace(worker, base_port=deployment.router.port)])
+            # Two TP8 replicas behind power_of_two merged into one EP16 instance were refused before launch.
+            deployment = without_router(deployment, worker)
             summary += ", no router"
         return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
                            deployment=deployment)
@@ -184,11 +190,7 @@ def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: 
     decode = msgspec.structs.replace(
         ep_server(base, decode_gpus), max_running_requests=2048, mem_fraction_static=0.90, **transfer,
         ep_num_redundant_experts=decode_gpus if base.enable_eplb else base.ep_num_redundant_experts)
-    port = scenario.deployment.groups[0].base_port
-    if scenario.deployment.router is None:  # the instance's port becomes the router's, the workers the next one
-        router, port = RouterConfig(port=port), port + 1
-    else:
-        router = scenario.deployment.router
+    router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
     return Deployment(router=router, groups=[
         WorkerGroup(name="prefill", role="prefill", replicas=prefill_nodes, bootstrap_port=BOOTSTRAP_PORT,

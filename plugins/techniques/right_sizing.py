@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import clients_of, fit_balance, kv_need, kv_shortfall, router_note
+from plugins.techniques._rules import clients_of, fit_balance, kv_need, kv_shortfall, router_note, without_router
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -95,10 +95,8 @@ def _half(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
         gpus = replicas * server.world_size
         summary = f"{replicas} of {group.replicas} replicas (TP{server.tp_size}): {gpus} GPU{'' if gpus == 1 else 's'}"
         if replicas == 1 and deployment.router is not None:
-            # One worker needs no router (and SGLang's power_of_two refuses one): it takes the router's port.
-            alone = msgspec.structs.replace(group, replicas=1, base_port=deployment.router.port)
             return ConfigDelta(technique=RightSizing.name, summary=f"{summary}, no router",
-                               deployment=Deployment(groups=[alone], router=None)), ""
+                               deployment=without_router(deployment, msgspec.structs.replace(group, replicas=1))), ""
         smaller = msgspec.structs.replace(group, replicas=replicas)
         router = fit_balance(deployment.router, ctx.scenario, replicas) if deployment.router else None
         note = router_note(router, deployment.router) if router else ""
