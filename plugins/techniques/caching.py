@@ -83,7 +83,7 @@ def host_ratio(ctx: TuningContext) -> tuple[float | None, str]:
         resolved = resolve_server(ctx.model, hardware, server)
     except ServerStartError:
         return HICACHE_RATIO, ""
-    device = resolved.pool_tokens * resolved.kv_bytes_per_token
+    device = resolved.device_pool_bytes
     replicas = sum(g.replicas for g in ctx.scenario.deployment.groups if g.role != "prefill")
     on_node = min(float(replicas), hardware.gpus_per_node / max(resolved.world_size, 1))
     budget = host_budget_bytes(hardware, on_node)

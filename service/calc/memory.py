@@ -128,13 +128,13 @@ class KvCapacity(msgspec.Struct, frozen=True, kw_only=True):
 
 def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, bytes_per_token: int, *,
                 document_tokens: int | None = None, hicache_ratio: float | None = None,
-                hicache_size_gb: float | None = None) -> KvCapacity:
+                hicache_size_gb: float | None = None, ranks: int = 1) -> KvCapacity:
     """KV capacity left after weights and activation headroom, in tokens and in documents.
 
     Casebook case 2: "4xH100 = 320GB, weights 27GB, activations/buffer headroom 35GB, KV available 258GB;
     258 GB ÷ (20,000 × 96 KB = 1.92 GB) ≈ 134 types". With HiCache the host pool is layered on top of the
     GPU pool: `--hicache-ratio 2` gives a 516 GB host pool holding 268 more documents, 402 in all;
-    `--hicache-size` (GB) overrides the ratio. Documents are counted per tier (a tier holds whole documents).
+    `--hicache-size` (GB on each GPU rank, SGLang's reading) overrides the ratio. Documents are counted per tier (a tier holds whole documents).
 
     Args:
         gpu_memory_gb: HBM of all GPUs serving one copy of the model (GPU memory × count).
@@ -143,7 +143,8 @@ def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, byt
         bytes_per_token: KV bytes per token.
         document_tokens: Length of one cached document, to count documents.
         hicache_ratio: Host pool size as a multiple of the GPU KV pool (`--hicache-ratio`).
-        hicache_size_gb: Host pool size in GB (`--hicache-size`); overrides the ratio.
+        hicache_size_gb: Host pool size in GB per GPU rank (`--hicache-size`); overrides the ratio.
+        ranks: GPUs in `gpu_memory_gb`, each with its own `--hicache-size` host pool.
 
     Returns:
         The capacity breakdown.
@@ -157,7 +158,7 @@ def kv_capacity(gpu_memory_gb: float, weights_gb: float, headroom_gb: float, byt
     if available <= 0:
         raise ValueError(f"no KV cache room: {gpu_memory_gb:g} GB - {weights_gb:g} GB weights "
                          f"- {headroom_gb:g} GB headroom = {available:g} GB")
-    host_gb = _host_pool_gb(available, hicache_ratio, hicache_size_gb)
+    host_gb = _host_pool_gb(available, hicache_ratio, hicache_size_gb, ranks)
     kv_tokens = math.floor(available * GB / bytes_per_token)
     host_tokens = math.floor(host_gb * GB / bytes_per_token)
     documents = host_documents = total_documents = document_gb = None
@@ -184,11 +185,11 @@ def _check_capacity_inputs(gpu_memory_gb: float, weights_gb: float, headroom_gb:
         check("document_tokens", document_tokens, TOKENS)
 
 
-def _host_pool_gb(kv_available_gb: float, ratio: float | None, size_gb: float | None) -> float:
-    # SGLang `srt/mem_cache/memory_pool_host.py`: hicache_size (GB) wins over hicache_ratio when set.
+def _host_pool_gb(kv_available_gb: float, ratio: float | None, size_gb: float | None, ranks: int) -> float:
+    # SGLang `srt/mem_cache/pool_host/base.py`: hicache_size (GB per rank) wins over hicache_ratio when set.
     if size_gb is not None:
         check("hicache_size_gb", size_gb, POOL_GIGABYTES)
-        return size_gb
+        return size_gb * max(ranks, 1)
     if ratio is None:
         return 0.0
     check("hicache_ratio", ratio, RATIO)

@@ -147,7 +147,7 @@ def kv_memory_command(requests: int, tokens: int, as_json: bool, **kv: Any) -> N
               help="Tokens per document, to count cacheable documents.")
 @click.option("--hicache-ratio", type=_sized(bounds.RATIO), help="HiCache host pool as a multiple of the GPU pool.")
 @click.option("--hicache-size", "hicache_size_gb", type=_sized(bounds.POOL_GIGABYTES),
-              help="HiCache host pool in GB (overrides ratio).")
+              help="HiCache host pool in GB per GPU, as SGLang reads it (overrides ratio).")
 @_kv_options
 @_json_option
 def kv_capacity_command(gpu: str, gpus: int, gpu_memory_gb: float | None, weights_gb: float | None,
@@ -165,7 +165,7 @@ def kv_capacity_command(gpu: str, gpus: int, gpu_memory_gb: float | None, weight
         weights_gb = calc.weight_memory_gb(model.params_total, weight_dtype)
     try:
         cap = calc.kv_capacity(memory, weights_gb, headroom_gb, per_token, document_tokens=document_tokens,
-                               hicache_ratio=hicache_ratio, hicache_size_gb=hicache_size_gb)
+                               hicache_ratio=hicache_ratio, hicache_size_gb=hicache_size_gb, ranks=gpus)
     except CalcInputError as err:
         raise _refused(err) from err
     except ValueError as err:

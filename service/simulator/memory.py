@@ -65,6 +65,12 @@ class ResolvedServer:
     attention_dp: int
     world_size: int
 
+    @property
+    def device_pool_bytes(self) -> float:
+        """The KV pool's bytes over all of the server's GPUs: each attention-DP group holds its share of the
+        tokens, each GPU its heads of them (an MLA latent is replicated on every GPU of a group)."""
+        return self.pool_tokens / max(self.attention_dp, 1) * self.kv_bytes_per_gpu_token * self.world_size
+
 
 def default_chunked_prefill(hbm_gb: float) -> tuple[int, int]:
     """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, from `memory_hook.py`."""
@@ -234,7 +240,11 @@ def host_budget_bytes(hardware: Hardware, replicas_per_node: float) -> float:
 
 def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float
                      ) -> int:
-    """HiCache host pool: `--hicache-size` GB overrides `--hicache-ratio` x the device pool (default 2.0).
+    """HiCache host pool in tokens: `--hicache-size` overrides `--hicache-ratio` x the device pool (default 2.0).
+
+    SGLang sizes the host pool per rank (`mem_cache/pool_host/base.py`): `--hicache-size` is GB (1e9 bytes) on
+    every GPU's rank, holding `size / bytes per token on that GPU` tokens, so a TP4 server with
+    `--hicache-size 100` pins 400 GB; a ratio multiplies each rank's device pool.
 
     Raises HostMemoryShort where the pool asks for more than the node's host memory leaves the server:
     SGLang's host pool checks the free memory before it allocates ("Not enough host memory available.
@@ -243,17 +253,21 @@ def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: H
     if not server.enable_hierarchical_cache:
         return 0
     if server.hicache_size:
-        tokens = server.hicache_size * GIB / resolved.kv_bytes_per_token
+        per_rank = server.hicache_size * 1e9
+        tokens = per_rank / resolved.kv_bytes_per_gpu_token * max(resolved.attention_dp, 1)
+        requested = per_rank * resolved.world_size
     else:
-        tokens = resolved.pool_tokens * (server.hicache_ratio if server.hicache_ratio is not None else 2.0)
-    requested, budget = tokens * resolved.kv_bytes_per_token, host_budget_bytes(hardware, replicas_per_node)
+        ratio = server.hicache_ratio if server.hicache_ratio is not None else 2.0
+        tokens, requested = resolved.pool_tokens * ratio, resolved.device_pool_bytes * ratio
+    budget = host_budget_bytes(hardware, replicas_per_node)
     if requested > budget:
         servers = max(replicas_per_node, 1.0)
         raise HostMemoryShort(
             f"Not enough host memory available for the HiCache host pool: requesting {requested / 1e9:.1f} GB "
-            f"({int(tokens):,} tokens) but only {max(budget, 0) / 1e9:.1f} GB is free for this server "
+            f"({int(tokens):,} tokens over {resolved.world_size} GPU rank{'s' if resolved.world_size != 1 else ''}) "
+            f"but only {max(budget, 0) / 1e9:.1f} GB is free for this server "
             f"({HOST_FREE_SHARE:.0%} of hardware.host_dram_gb = {hardware.host_dram_gb:g}, less SGLang's "
             f"{HICACHE_HOST_RESERVE_GIB} GiB reserve, over {servers:g} server{'s' if servers != 1 else ''} on the "
             "node); "
-            "reduce --hicache-ratio or set --hicache-size, or give hardware.host_dram_gb")
+            "reduce --hicache-ratio or --hicache-size (GB per GPU rank), or give hardware.host_dram_gb")
     return int(tokens)

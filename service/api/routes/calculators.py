@@ -150,7 +150,7 @@ def kv_capacity(data: JSONBody[KvCapacityRequest]) -> calc.KvCapacity:
     try:
         return calc.kv_capacity(memory, weights, data.headroom_gb, per_token,
                                 document_tokens=data.document_tokens, hicache_ratio=data.hicache_ratio,
-                                hicache_size_gb=data.hicache_size_gb)
+                                hicache_size_gb=data.hicache_size_gb, ranks=data.gpus)
     except CalcInputError as exc:
         raise invalid(_API_FIELDS.get(exc.field, exc.field), str(exc), "see the ranges in /schema") from exc
     except ValueError as exc:

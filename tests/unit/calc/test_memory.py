@@ -81,6 +81,12 @@ def test_hicache_size_overrides_the_ratio():
     assert cap.host_documents == 104  # 200 / 1.92 = 104.2
 
 
+def test_hicache_size_is_per_gpu_rank_as_sglang_reads_it():
+    # `pool_host/base.py` sizes the host pool per rank: 4 GPUs with --hicache-size 50 pin 200 GB.
+    cap = kv_capacity(320, 27, 35, 96 * KB, document_tokens=20_000, hicache_size_gb=50, ranks=4)
+    assert cap.host_pool_gb == 200 and cap.host_documents == 104
+
+
 def test_weights_and_headroom_larger_than_memory_are_rejected():
     with pytest.raises(ValueError, match="no KV cache room"):
         kv_capacity(80, 54, 35, 192 * KB)

@@ -10,6 +10,7 @@ the node holds, the simulator refuses the start as SGLang does, and the local ru
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from plugins.runners.local.failures import CONFIG_FAULTS, cause_from_log
 from plugins.techniques.caching import HiCache, host_ratio
@@ -17,6 +18,7 @@ from service.domain import LengthDist, PrefixStructure, WorkloadProfile, resolve
 from service.domain.workload import DocumentSet
 from service.simulator import simulate_round
 from service.simulator.analytic import analytic_binder
+from service.simulator.memory import HostMemoryShort, host_pool_tokens, resolve_server
 from tests.unit.techniques.scenarios import context, deployment, scenario
 
 MODEL = "Qwen/Qwen3.6-9B"
@@ -58,7 +60,40 @@ def test_a_host_pool_past_the_host_memory_does_not_start_in_the_simulator() -> N
     result = simulate_round(scen, model, analytic_binder(model, scen.hardware), seed=1, cost_model="analytic")
     assert result.status.value == "failed" and result.config_fault and result.error_phase == "start"
     assert result.error.startswith("Not enough host memory available for the HiCache host pool: requesting 238")
-    assert "reduce --hicache-ratio or set --hicache-size, or give hardware.host_dram_gb" in result.error
+    assert "reduce --hicache-ratio or --hicache-size (GB per GPU rank), or give hardware.host_dram_gb" in result.error
+
+
+def _server(name: str, gpu: str, tp: int, dram_gb: float, **server: object):
+    scen = scenario(name, gpu, 8, deployment(name, tp=tp, replicas=8 // tp, enable_hierarchical_cache=True, **server),
+                    clients=64)
+    hardware = msgspec.structs.replace(scen.hardware, host_dram_gb=dram_gb)
+    srv = scen.deployment.groups[0].server
+    return resolve_server(resolve_model(name), hardware, srv), srv, hardware
+
+
+def test_hicache_size_is_gigabytes_on_every_gpu_rank_as_sglang_reads_it() -> None:
+    # `pool_host/base.py`: size = hicache_size * 1e9 // size_per_token, per rank. A 27B's KV heads split over
+    # TP4, so each rank's 100 GB holds four times the tokens one TP1 rank's does, and the server pins 400 GB.
+    one, one_srv, hardware = _server("Qwen/Qwen3.6-27B", "H100-SXM", 1, 4096, hicache_size=100)
+    four, four_srv, _ = _server("Qwen/Qwen3.6-27B", "H100-SXM", 4, 4096, hicache_size=100)
+    tp1, tp4 = host_pool_tokens(one, one_srv, hardware, 8), host_pool_tokens(four, four_srv, hardware, 2)
+    assert tp1 == int(100e9 / one.kv_bytes_per_gpu_token) and tp4 == int(100e9 / four.kv_bytes_per_gpu_token)
+    assert tp4 == pytest.approx(4 * tp1, rel=1e-6)
+    # Two TP4 servers on a 768 GB node: 800 GB asked for, 604 GB free (80% less the 10 GiB reserve).
+    _, _, small = _server("Qwen/Qwen3.6-27B", "H100-SXM", 4, 768, hicache_size=100)
+    with pytest.raises(HostMemoryShort, match=r"requesting 400.0 GB \(.* over 4 GPU ranks\)"):
+        host_pool_tokens(four, four_srv, small, 2)
+
+
+def test_a_ratio_counts_every_rank_of_a_replicated_mla_latent() -> None:
+    # An MLA latent is whole on every GPU of the group: DeepSeek-V4-Flash TP8's device pool is the per-GPU pool
+    # eight times over, and ratio 2 pins twice that, not twice one GPU's share.
+    resolved, srv, hardware = _server("deepseek-ai/DeepSeek-V4-Flash", "H200-SXM", 8, 4096, hicache_ratio=2.0)
+    assert resolved.device_pool_bytes == pytest.approx(resolved.pool_tokens * resolved.kv_bytes_per_gpu_token * 8)
+    assert host_pool_tokens(resolved, srv, hardware, 1) == 2 * resolved.pool_tokens
+    _, _, small = _server("deepseek-ai/DeepSeek-V4-Flash", "H200-SXM", 8, 1024, hicache_ratio=2.0)
+    with pytest.raises(HostMemoryShort):
+        host_pool_tokens(resolved, srv, small, 1)
 
 
 def test_the_local_runner_reads_sglangs_host_memory_refusal_as_a_configuration_fault() -> None:
