@@ -12,6 +12,7 @@ from plugins.techniques._rules import (
     SPECULATIVE_BREAK_EVEN,
     SPECULATIVE_RESET,
     concurrency_per_instance,
+    graphs_for,
     main_server,
     measured_concurrency_per_instance,
     threshold_batch_size,
@@ -144,8 +145,9 @@ class SpeculativeDecoding(Technique):
         delta, changes, notes = deltas[0], dict(deltas[0].set_server), []
         running = _running_slots(ctx)
         if running is not None:
-            changes["max_running_requests"] = running
-            notes.append(f"max-running-requests {running}")
+            graphs, graph_note = graphs_for(running, ctx.scenario, main_server(ctx.scenario))
+            changes.update(max_running_requests=running, **graphs)
+            notes.append(f"max-running-requests {running}{graph_note}")
         if main_server(ctx.scenario).enable_mixed_chunk and not keeps_mixed_chunk(ctx.scenario.sglang_version):
             # SGLang up to 0.5.18 turns mixed chunk off under EAGLE-family speculation: the flag goes, so the
             # launch command says what the server runs.

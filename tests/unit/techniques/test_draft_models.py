@@ -143,3 +143,13 @@ def test_speculation_added_above_sglangs_48_request_reset_keeps_the_running_slot
     own = scenario(model, "H200-SXM", 16, deployment(model, tp=8, replicas=2, quantization="fp8",
                                                      max_running_requests=96), clients=256)
     assert "max_running_requests" not in SPEC.propose(context(own, baseline=measured(180.0)))[0].set_server
+
+
+def test_the_kept_running_slots_take_a_user_graph_cap_below_them_along() -> None:
+    # The same 128 slots on a server the user started with --cuda-graph-max-bs 32: batches of 33-128 would
+    # decode eagerly, so the graph cap rises with the slots (graphs_for, as the scheduling step does).
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    dep = deployment(model, tp=8, replicas=2, quantization="fp8", cuda_graph_max_bs=32)
+    [delta] = SPEC.propose(context(scenario(model, "H200-SXM", 16, dep, clients=256), baseline=measured(220.0)))
+    assert delta.set_server["max_running_requests"] == 128 and delta.set_server["cuda_graph_max_bs"] == 128
+    assert delta.summary.endswith("max-running-requests 128, cuda-graph-max-bs 128 (from 32)")
