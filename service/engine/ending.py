@@ -30,6 +30,10 @@ class Ending:
 def decide_ending(state: EngineState, checks: list[SLOCheck], max_errors: int, rounds: list[Round],
                   budget: Budget, ran_reason: str) -> Ending:
     """The ending of a job that was not stopped from outside."""
+    if not state.baseline_measured and state.baseline_refused:
+        return Ending(JobState.FAILED, f"the starting deployment cannot launch: {state.baseline_refused} (refused "
+                                       "before launch, so nothing was measured; fix the deployment and submit the "
+                                       "job again)")
     if not state.baseline_measured:
         errors = _errors(rounds)
         last = errors[-1] if errors else "no result"

@@ -457,6 +457,15 @@ class TuningEngine(RoundMeasurer):
         """Round 0 measures the starting deployment; a failed measurement is retried as a new round."""
         failed = [r.index for r in self.job.rounds if r.technique == "baseline" and r.state is RoundState.FAILED]
         retry_of = self.state.interrupted.pop(BASELINE_KEY, failed[-1] if failed else None)
+        refused = self._refusal(self.state.accepted)
+        if refused:
+            # A starting deployment the doors would refuse (a scenario handed to the engine directly, or stored
+            # before a check existed) is never simulated as if it launched: the job fails and names the fix.
+            round_ = self._new_round("baseline", None, BASELINE_KEY)
+            round_.retry_of = retry_of
+            self.state.baseline_refused = refused
+            await self._close_unmeasured(round_, Verdict.ERROR, f"refused before launch, never run: {refused}")
+            return False
         while self.state.errors_in_a_row < MAX_CONSECUTIVE_ERRORS:
             self.check_stop()
             round_ = self._new_round("baseline", None, BASELINE_KEY)

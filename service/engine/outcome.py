@@ -32,7 +32,8 @@ class TuningOutcome:
 
     @property
     def slo_met(self) -> bool:
-        return all(c.met for c in self.slo_checks)
+        """Whether the final deployment was measured and met every target (a job that measured nothing met none)."""
+        return bool(self.final_results) and all(c.met for c in self.slo_checks)
 
 
 def build_outcome(job: Job, initial: Scenario, state: EngineState, budget: Budget, checks: list[SLOCheck], *,

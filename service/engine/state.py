@@ -40,6 +40,8 @@ class EngineState:
     accepted: Scenario
     baseline: list[RoundResult] = field(default_factory=list)
     baseline_measured: bool = False
+    # Why the starting deployment could never launch (the doors' check), when it was refused before launch.
+    baseline_refused: str = ""
     tried: set[str] = field(default_factory=set)
     kept: list[str] = field(default_factory=list)
     skipped: list[SkippedStep] = field(default_factory=list)

@@ -88,6 +88,28 @@ def test_a_candidate_that_could_never_launch_is_refused_unmeasured_and_never_acc
     assert outcome.final == outcome.initial and outcome.report.final.deployment == start.deployment
 
 
+def test_a_starting_deployment_that_could_never_launch_fails_the_job_unmeasured() -> None:
+    # A scenario handed to the engine directly skips the doors: TP3 for a model whose 64 heads do not split over
+    # three ranks used to be simulated as if it ran, and the job ended succeeded on a deployment SGLang cannot load.
+    start = playbook_scenario(PluginHost().get("playbook", "coding-assistant"))
+    group = start.deployment.groups[0]
+    start = msgspec.structs.replace(start, deployment=msgspec.structs.replace(start.deployment, groups=[
+        msgspec.structs.replace(group, server=msgspec.structs.replace(group.server, tp_size=3))]))
+    runner = FakeRunner(lambda s: {"output_throughput": 1000.0, "p99_ttft_ms": 500.0})
+    journal = MemoryJournal()
+    outcome = asyncio.run(TuningEngine(_parts(runner, SweepTechnique([4096]), refuse=candidate_refusal),
+                                       GROUP, start, journal=journal).run())
+    assert runner.calls == []  # nothing launched
+    [baseline] = outcome.job.rounds
+    assert baseline.technique == "baseline" and baseline.state is RoundState.FAILED and not baseline.results
+    assert baseline.decision.verdict is Verdict.ERROR
+    assert outcome.job.state is JobState.FAILED and not outcome.slo_met
+    assert outcome.job.stop_reason.startswith("the starting deployment cannot launch: deployment.groups[0].server"
+                                              ".tp-size: the server cannot load")
+    assert "fix: use tp-size" in outcome.job.stop_reason
+    assert journal.events[-1].state == "failed"
+
+
 class SameChunk(SweepTechnique):
     """Another technique that happens to propose the very deployment `sweep` already measured."""
 
