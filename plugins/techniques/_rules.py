@@ -141,8 +141,9 @@ def weight_gb_per_gpu(model: ModelSpec, server: ServerConfig, tp: int) -> float:
 
 
 def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
-    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV; for an MoE
-    where that is no smaller than the current TP, the smallest whose KV pool holds its share of the load.
+    """Smallest TP whose weights take <= 25% of a GPU's HBM, leaving the rest for long-context KV; where that is
+    no smaller than the current TP, for an MoE or on GPUs without NVLink, the smallest whose KV pool holds its
+    share of the load (for a dense model, among TPs whose weights take at most half the HBM).
 
     Casebook: "TP2 x 4 replicas" (case 1), "TP2 x 2" (case 2). A model that small on one GPU (an 8B BF16
     model is 20% of an 80 GB H100; the 27B in FP8 19% of an H200) is offered as TP1 replicas too, plain data
@@ -153,16 +154,20 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     tp = 1
     while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
         tp *= 2
-    if tp < server.tp_size or not model.is_moe:
+    pcie_only = scenario.hardware.spec.nvlink_gbps <= 0
+    if tp < server.tp_size or not (model.is_moe or pcie_only):
         return tp
-    # The 25% rule is the casebook's for dense models, whose KV grows with their weights. An MoE's weights are
-    # mostly experts while its KV is its attention's: where the rule leaves nothing smaller than the current
-    # TP (a BF16 MoE carries every expert), the casebook's capacity calculation decides instead, the smallest
-    # TP whose instance starts and whose KV pool holds its share of the clients at the p95 context.
+    # The 25% rule is the casebook's for dense models on NVLink GPUs, whose KV grows with their weights. An
+    # MoE's weights are mostly experts while its KV is its attention's; and on GPUs without NVLink (L40S) every
+    # TP layer's all-reduce crosses PCIe, where a dense 27B's TP8 on 48 GB GPUs is what the rule leaves (TP4
+    # would be 28% of a GPU). There the casebook's capacity calculation decides instead: the smallest TP whose
+    # instance starts and whose KV pool holds its share of the clients at the p95 context, a dense model
+    # keeping at least half of each GPU for KV, activations and graphs.
     smaller = 1
     while smaller < server.tp_size:
-        if kv_shortfall(model, scenario, at_tp(server, smaller),
-                        scenario.deployment.total_gpus() // smaller) is None:
+        roomy = model.is_moe or weight_gb_per_gpu(model, server, smaller) <= 0.5 * hbm
+        if roomy and kv_shortfall(model, scenario, at_tp(server, smaller),
+                                  scenario.deployment.total_gpus() // smaller) is None:
             return smaller
         smaller *= 2
     return tp

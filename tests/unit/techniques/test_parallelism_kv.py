@@ -44,3 +44,19 @@ def test_a_dense_model_keeps_the_weight_rule_the_casebook_splits_by() -> None:
                         2) is None
     assert smallest_replica_tp(ctx.model, scen) == 4
     assert not PARALLELISM.applicable(ctx).applicable
+
+
+def test_without_nvlink_a_dense_model_is_split_where_its_kv_fits_and_half_the_gpu_stays_free() -> None:
+    # A 27B in BF16 as TP8 on eight 48 GB L40S (PCIe only): the weight rule leaves TP8 (TP4 is 28% of a GPU), and
+    # every layer's all-reduce crosses PCIe. TP4's pool holds its 64 clients at the p95 context: TP4 x 2 is
+    # offered; TP2 (27 GB, 56% of a GPU) is not.
+    dense = "Qwen/Qwen3.6-27B"
+    scen = scenario(dense, "L40S", 8, deployment(dense, tp=8), clients=128,
+                    slo=SLO(ttft_p95_ms=3000, itl_median_ms=60))
+    ctx = context(scen)
+    server = scen.deployment.groups[0].server
+    assert weight_gb_per_gpu(ctx.model, server, 4) > 0.25 * 48 and weight_gb_per_gpu(ctx.model, server, 2) > 0.5 * 48
+    assert kv_shortfall(ctx.model, scen, ServerConfig(model_path=dense, tp_size=4), 2) is None
+    assert smallest_replica_tp(ctx.model, scen) == 4
+    assert PARALLELISM.applicable(ctx).applicable
+    assert [d.summary for d in PARALLELISM.propose(ctx)] == ["TP4 x 2 + power_of_two router"]
