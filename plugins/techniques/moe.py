@@ -198,6 +198,37 @@ def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: 
         WorkerGroup(name="decode", role="decode", replicas=1, base_port=port, server=decode)])
 
 
+def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deployment:
+    """A dense model's PD: the workers' own TP instances, `prefill_instances` of them prefill and the rest decode.
+
+    A dense model has no experts to spread, so the casebook's node-wide prefill TP8 and EP decode domain (case
+    5) do not apply: a 27B prefills no faster as one TP8 server than as two TP4 servers, and EP and DeepEP on a
+    model without experts are flags an engineer would not ship. Each pool keeps the instance the deployment
+    runs; the split is the knob (case 5 round 4), in instances rather than nodes.
+    """
+    hw = scenario.hardware
+    base = without_ep(main_server(scenario))
+    instances = max(2, hw.total_gpus // max(base.world_size, 1))
+    transfer: dict[str, object] = {"disaggregation_transfer_backend": "mooncake", "max_running_requests": None}
+    if hw.interconnect.lower().startswith(("ib", "infiniband")):
+        transfer["disaggregation_ib_device"] = "mlx5_0"
+    server = msgspec.structs.replace(base, **transfer)
+    router, port = router_ports(scenario.deployment)
+    router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
+    return Deployment(router=router, groups=[
+        WorkerGroup(name="prefill", role="prefill", replicas=prefill_instances, bootstrap_port=BOOTSTRAP_PORT,
+                    base_port=port, server=server),
+        WorkerGroup(name="decode", role="decode", replicas=instances - prefill_instances,
+                    base_port=port + prefill_instances, server=server)])
+
+
+def first_prefill_instances(instances: int) -> list[int]:
+    """Prefill shares to measure first for a dense model's PD, as alternatives: a quarter to three quarters of
+    the instances (case 5 starts at about a third for 3,000:800 tokens; prefill-heavy traffic needs more)."""
+    shares = (instances // 4, instances // 3, instances // 2, 2 * instances // 3, 3 * instances // 4)
+    return sorted({p for p in shares if 1 <= p < instances}) or [1]
+
+
 def _pd_too_small(scenario: Scenario) -> str | None:
     if scenario.hardware.nodes < 2:
         return _scale_reason(scenario) or "One node cannot hold two pools worth separating."
@@ -267,6 +298,8 @@ class PdDisaggregation(Technique):
         nodes = ctx.scenario.hardware.nodes
         if ctx.scenario.deployment.is_pd and _pd_too_small(ctx.scenario):
             return [unified_replicas(ctx)]
+        if not ctx.model.is_moe:
+            return self._instance_splits(ctx)
         first = first_prefill_nodes(nodes)
         if not ctx.scenario.deployment.is_pd:
             # Until a split is kept: the casebook's first split, then DP-attention prefill nodes from that split
@@ -276,6 +309,27 @@ class PdDisaggregation(Technique):
         prefill_group = next(g for g in ctx.scenario.deployment.groups if g.role == "prefill")
         prefill, dp_attention = prefill_group.replicas, prefill_group.server.attention_dp_size > 1
         return [self._split(ctx, p, dp_attention) for p in (prefill + 1, prefill - 1) if 1 <= p < nodes]
+
+    def _instance_splits(self, ctx: TuningContext) -> list[ConfigDelta]:
+        """A dense model's splits in instances: several shares at first, measured as alternatives; once a split
+        is kept, one instance either way."""
+        deployment = ctx.scenario.deployment
+        if deployment.is_pd:
+            prefill = next(g for g in deployment.groups if g.role == "prefill").replicas
+            instances = sum(g.replicas for g in deployment.groups)
+            shares = [p for p in (prefill + 1, prefill - 1) if 1 <= p < instances]
+        else:
+            tp = main_server(ctx.scenario).world_size
+            shares = first_prefill_instances(ctx.scenario.hardware.total_gpus // max(tp, 1))
+        out = []
+        for p in shares:
+            split = instance_pd_deployment(ctx.scenario, p)
+            decode = next(g for g in split.groups if g.role == "decode")
+            out.append(ConfigDelta(technique=self.name,
+                                   summary=f"PD prefill {p} / decode {decode.replicas} (TP{decode.server.tp_size} "
+                                           "instances)",
+                                   deployment=split))
+        return out
 
     def _split(self, ctx: TuningContext, prefill_nodes: int, dp_attention: bool) -> ConfigDelta:
         nodes = ctx.scenario.hardware.nodes

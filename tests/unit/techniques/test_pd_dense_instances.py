@@ -1,0 +1,71 @@
+"""PD for a dense model keeps the workers' own instances: no node-wide prefill TP8, no EP decode domain.
+
+The casebook's PD (case 5) is a MoE's: TP8 prefill nodes and one EP decode domain over the rest. A dense 27B
+has no experts: put into that shape it prefilled through one TP8 server and decoded with `--ep-size 8
+--moe-a2a-backend deepep` on a model without experts, flags an engineer would not ship. Its pools are the TP4
+instances it runs, split by instance, several shares measured first and then one instance either way.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from plugins.techniques.moe import PdDisaggregation, first_prefill_instances
+from service import SLO, Hardware, LengthDist, WorkloadProfile
+from service.engine.delta import apply_delta
+from service.engine.launch import render_launch
+from service.scenario_check import check_candidate
+from tests.unit.techniques.scenarios import context, deployment, scenario
+
+DENSE = "Qwen/Qwen3.6-27B"
+LONG_DOCS = WorkloadProfile(input=LengthDist(median=30000, p95=60000), output=LengthDist(median=200, p95=500),
+                            peak_concurrency=64)
+PD = PdDisaggregation()
+
+
+def _two_nodes():
+    start = deployment(DENSE, tp=4, replicas=4)
+    start = msgspec.structs.replace(start, groups=[msgspec.structs.replace(start.groups[0], base_port=30001)])
+    scen = scenario(DENSE, "H100-SXM", 8, start, clients=64, workload=LONG_DOCS,
+                    slo=SLO(ttft_p95_ms=6000, itl_median_ms=30))
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=2))
+    assert check_candidate(scen) == []
+    return scen
+
+
+def test_a_dense_models_pd_splits_its_own_instances_without_expert_flags() -> None:
+    scen = _two_nodes()
+    assert PD.applicable(context(scen)).applicable
+    splits = PD.propose(context(scen))
+    assert [d.summary for d in splits] == ["PD prefill 1 / decode 3 (TP4 instances)",
+                                           "PD prefill 2 / decode 2 (TP4 instances)",
+                                           "PD prefill 3 / decode 1 (TP4 instances)"]
+    for delta in splits:
+        candidate = apply_delta(scen, delta)
+        assert check_candidate(candidate) == []
+        for group in candidate.deployment.groups:
+            server = group.server
+            assert (server.tp_size, server.ep_size, server.moe_a2a_backend, server.attention_dp_size) == (4, 1, None, 1)
+        workers, router = render_launch(candidate.deployment, candidate.hardware, candidate.sglang_version,
+                                        candidate.model)
+        argv = " ".join(a for w in workers for a in w.argv)
+        assert "--ep-size" not in argv and "deepep" not in argv and "--expert" not in argv
+        assert len(workers) == 4 and router is not None and "--pd-disaggregation" in router.argv
+    # Three prefill instances on two nodes: the two sharing node01 get their own bootstrap ports.
+    workers, router = render_launch(apply_delta(scen, splits[2]).deployment, scen.hardware, scen.sglang_version, DENSE)
+    assert [(w.host, w.argv[w.argv.index("--port") + 1]) for w in workers] == [
+        ("node01", "30001"), ("node01", "30002"), ("node02", "30003"), ("node02", "30004")]
+    assert router.argv.count("--prefill") == 3 and router.argv.count("--decode") == 1
+
+
+def test_a_kept_dense_split_moves_one_instance_either_way() -> None:
+    scen = _two_nodes()
+    kept = apply_delta(scen, PD.propose(context(scen))[1])  # prefill 2 / decode 2
+    assert [d.summary for d in PD.propose(context(kept))] == ["PD prefill 3 / decode 1 (TP4 instances)",
+                                                             "PD prefill 1 / decode 3 (TP4 instances)"]
+
+
+def test_first_shares_span_a_quarter_to_three_quarters_of_the_instances() -> None:
+    assert first_prefill_instances(4) == [1, 2, 3]
+    assert first_prefill_instances(16) == [4, 5, 8, 10, 12]
+    assert first_prefill_instances(2) == [1]
