@@ -21,6 +21,7 @@ from service import (
     Applicability,
     ConfigDelta,
     Deployment,
+    Hardware,
     RouterConfig,
     Scenario,
     ServerConfig,
@@ -178,14 +179,20 @@ def prefill_server(base: ServerConfig, gpus_per_node: int, dp_attention: bool) -
                                    attention_dp_size=gpus_per_node, extra=dict(base.extra))
 
 
+def _transfer(hardware: Hardware) -> dict[str, object]:
+    """KV transfer settings of both pools: Mooncake, over the InfiniBand device where the nodes have one."""
+    transfer: dict[str, object] = {"disaggregation_transfer_backend": "mooncake"}
+    if hardware.interconnect.lower().startswith(("ib", "infiniband")):
+        transfer["disaggregation_ib_device"] = "mlx5_0"
+    return transfer
+
+
 def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: bool = False) -> Deployment:
     """Prefill nodes as one-node instances, the rest one EP decode domain (casebook case 5 round 3)."""
     hw = scenario.hardware
     base = main_server(scenario)
     decode_gpus = (hw.nodes - prefill_nodes) * hw.gpus_per_node
-    transfer: dict[str, object] = {"disaggregation_transfer_backend": "mooncake"}
-    if hw.interconnect.lower().startswith(("ib", "infiniband")):
-        transfer["disaggregation_ib_device"] = "mlx5_0"
+    transfer = _transfer(hw)
     prefill = msgspec.structs.replace(prefill_server(base, hw.gpus_per_node, dp_attention_prefill), **transfer)
     decode = msgspec.structs.replace(
         ep_server(base, decode_gpus), max_running_requests=2048, mem_fraction_static=0.90, **transfer,
@@ -209,10 +216,7 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
     hw = scenario.hardware
     base = without_ep(main_server(scenario))
     instances = max(2, hw.total_gpus // max(base.world_size, 1))
-    transfer: dict[str, object] = {"disaggregation_transfer_backend": "mooncake", "max_running_requests": None}
-    if hw.interconnect.lower().startswith(("ib", "infiniband")):
-        transfer["disaggregation_ib_device"] = "mlx5_0"
-    server = msgspec.structs.replace(base, **transfer)
+    server = msgspec.structs.replace(base, max_running_requests=None, **_transfer(hw))
     router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
     return Deployment(router=router, groups=[
