@@ -51,6 +51,7 @@ class _MeasuredPolicy(Policy):
             unsettled=any(other[:2] != (verdict, pattern) for other in readings),
             noise_could_keep=not verdict.keeps_candidate() and any(other[0].keeps_candidate() for other in readings),
             slo_vetoed_win=slo_vetoed_win(ev, self._judge, slo, objective, verdict, self.settings.alpha_improvement),
+            same_as_baseline=_same_as_baseline(ev, verdict, pattern, readings),
         )
 
     def _judge(self, ev: Evaluation, slo: SLO, objective: Objective) -> tuple[Verdict, Pattern, str, list[str]]:
@@ -78,6 +79,18 @@ class _MeasuredPolicy(Policy):
             return gated
         unsure = ", ".join(judgement_text(ev.cand_judged[c.name]) for c in ev.gate.broken)
         return rest[0], rest[1], rest[2], [*rest[3], f"the SLO gate would roll it back too ({unsure})"]
+
+
+def _same_as_baseline(ev: Evaluation, verdict: Verdict, pattern: Pattern,
+                      readings: list[tuple[Verdict, Pattern, str, list[str]]]) -> bool:
+    """Nothing moved: the pattern table's "nothing changed" on every reading of the noise, every compared figure
+    (the failure rate among them) inside its noise band or unmeasured, and no SLO target the baseline met broken."""
+    if verdict is not Verdict.ROLLBACK or pattern is not Pattern.NOTHING_CHANGED or ev.gate.broken:
+        return False
+    if any(other[1] is not Pattern.NOTHING_CHANGED for other in readings):
+        return False
+    moved = [c for c in ev.changes if c.direction not in (Direction.FLAT, Direction.UNKNOWN)]
+    return not moved and any(c.spec.key == "output_throughput" and c.direction is Direction.FLAT for c in ev.changes)
 
 
 class CasebookPolicy(_MeasuredPolicy):

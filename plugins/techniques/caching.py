@@ -137,7 +137,8 @@ class HiCache(Technique):
         if main_server(ctx.scenario).enable_hierarchical_cache:
             if _hicache_harmful(ctx) is None:
                 return []
-            return [ConfigDelta(technique=self.name, summary="remove HiCache", set_server=dict(HICACHE_OFF))]
+            return [ConfigDelta(technique=self.name, summary="remove HiCache", set_server=dict(HICACHE_OFF),
+                                simplifies=True)]
         first = "write_through" if sharing_rate(ctx.scenario) >= HIT_RATE_DOMINANT else "write_back"
         policies = [first]
         if ctx.options.get("compare_write_policies"):

@@ -113,7 +113,7 @@ class MoeParallelism(Technique):
         if _scale_reason(ctx.scenario) and layout:
             return [ConfigDelta(technique=self.name, summary=f"plain TP{server.tp_size}: {layout} off (below the "
                                                              f"casebook's {MIN_SCALE_GPUS}-GPU scale)",
-                                deployment=_map_servers(ctx.scenario.deployment, without_ep))]
+                                deployment=_map_servers(ctx.scenario.deployment, without_ep), simplifies=True)]
         if server.ep_size <= 1:
             return [self._ep(ctx, overlap) for overlap in (False, True)]
         return [ConfigDelta(technique=self.name, summary=f"EPLB deepseek, {server.ep_size} redundant experts",
@@ -260,7 +260,7 @@ def unified_replicas(ctx: TuningContext) -> ConfigDelta:
     return ConfigDelta(technique=PdDisaggregation.name,
                        summary=f"no PD: TP{tp} x {replicas} unified + {policy} router{router_note(router)} (below "
                                f"the casebook's {MIN_SCALE_GPUS}-GPU scale)",
-                       deployment=Deployment(groups=[worker], router=router))
+                       deployment=Deployment(groups=[worker], router=router), simplifies=True)
 
 
 def first_prefill_nodes(nodes: int) -> int:

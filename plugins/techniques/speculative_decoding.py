@@ -165,7 +165,7 @@ class SpeculativeDecoding(Technique):
             return [ConfigDelta(technique=self.name, set_server=dict(OFF),
                                 summary=f"remove speculative decoding ({why})" if why else
                                 f"remove speculative decoding ({source} concurrency {c:.0f} per instance, "
-                                f"threshold batch {threshold_batch_size(ctx.scenario)})")]
+                                f"threshold batch {threshold_batch_size(ctx.scenario)})", simplifies=True)]
         draft = draft_model(ctx)
         if not draft:
             # The model's own multi-token-prediction layer drafts (DeepSeek, GLM-5, Qwen3.5 MoE). SGLang's own

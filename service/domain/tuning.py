@@ -32,6 +32,10 @@ class ConfigDelta(msgspec.Struct, frozen=True, kw_only=True):
     # Set when the change may cost output quality and no passing quality result covers it: the sentence
     # says what to check. Such a change is to be adopted only after a quality check (casebook case 1, FP8).
     quality_check: str | None = None
+    # The change only turns off a feature the technique judged of no use here (HiCache with nothing to restore,
+    # speculation that does not pay, DP attention or PD below scale): kept when it measures the same as the
+    # baseline (`Decision.same_as_baseline`), the simpler deployment for the same figures.
+    simplifies: bool = False
 
 
 class Verdict(StrEnum):
@@ -95,6 +99,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     # Rolled back only because the candidate misses an SLO target the baseline met, while it improves the
     # objective beyond noise: the engine keeps it as a branch of the search (`service.engine.beam`).
     slo_vetoed_win: bool = False
+    # Every figure the policy compares within noise of the baseline and every SLO target the baseline met still
+    # met: a change that only simplifies the deployment (`ConfigDelta.simplifies`) is kept on it.
+    same_as_baseline: bool = False
 
 
 class RoundState(StrEnum):

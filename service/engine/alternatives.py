@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from service.domain import (
     SLO,
     ConfigDelta,
@@ -26,6 +28,19 @@ from service.domain import (
 from service.engine.measure import mean_result
 from service.engine.quality import QualityVerdict
 from service.engine.slo import slo_checks
+
+
+def simpler_when_same(delta: ConfigDelta, decision: Decision) -> Decision:
+    """A change that only turns a feature off, measured the same as the baseline, is kept: the same figures from a
+    simpler deployment (casebook: HiCache where nothing is evicted is "unnecessary"; the host memory it pins and
+    the draft model speculation loads buy nothing). Any other decision stands."""
+    if not (delta.simplifies and decision.same_as_baseline and decision.verdict is Verdict.ROLLBACK):
+        return decision
+    why = (f"{delta.summary}: measured the same as the baseline (every figure within noise, every SLO target it met "
+           "still met), so the simpler deployment is kept")
+    reading = f"the policy's reading of the figures: {decision.reasons[0]}" if decision.reasons else ""
+    return msgspec.structs.replace(decision, verdict=Verdict.ACCEPT,
+                                   reasons=[why, *([reading] if reading else []), *decision.reasons[1:]])
 
 
 @dataclass

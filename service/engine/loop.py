@@ -38,7 +38,7 @@ from service.domain import (
     Verdict,
     resolve_model,
 )
-from service.engine.alternatives import Trial, Vetted, pick_winner, superseded
+from service.engine.alternatives import Trial, Vetted, pick_winner, simpler_when_same, superseded
 from service.engine.beam import Line, branch_line, choose_line, why_branched, worth_a_branch
 from service.engine.budget import Budget
 from service.engine.delta import DeltaError, apply_delta, delta_key
@@ -387,7 +387,8 @@ class TuningEngine(RoundMeasurer):
         self.state.lineage[round_.index] = list(self.state.path)
         if gate is not None and decision.verdict.keeps_candidate():
             decision = msgspec.structs.replace(decision, reasons=[*decision.reasons, gate.reason])
-        return Trial(round_=round_, delta=delta, candidate=candidate, results=results, decision=decision)
+        return Trial(round_=round_, delta=delta, candidate=candidate, results=results,
+                     decision=simpler_when_same(delta, decision))
 
     async def _results_and_decision(self, round_: Round, candidate: Scenario,
                                     resumed: bool) -> tuple[list[RoundResult], Decision]:

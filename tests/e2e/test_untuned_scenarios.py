@@ -29,6 +29,7 @@ from tests.e2e.untuned import (
     EP_TWO_GPUS,
     FP8_CHECKED,
     GLM_AIR_H100_COST,
+    HICACHE_NO_SHARING,
     HOST,
     L40S_TP4,
     LONG_CONVERSATIONS,
@@ -667,3 +668,14 @@ def test_conversation_histories_past_the_kv_pools_get_hicache_and_meet_the_targe
     assert hicache.figures["output_throughput.change"] > 0.1
     assert hicache.figures["slo.ttft_p95_ms.candidate_met"] == 1
     assert final_server(outcome).enable_hierarchical_cache and outcome.report.slo.met
+
+
+def test_hicache_with_nothing_to_restore_is_removed_when_removing_it_measures_the_same() -> None:
+    # No shared prefix: the host tier pins twice the device pool and restores nothing. Removing it measures the
+    # same ("nothing changed" in the pattern table); the simpler deployment is kept, not the host tier.
+    outcome = job("hicache-no-sharing", auto(), build(HICACHE_NO_SHARING))
+    [removal] = rounds(outcome, "hicache")
+    assert removal.delta is not None and removal.delta.summary == "remove HiCache"
+    assert removal.verdict == "accept", removal.reasons
+    assert removal.reasons[0].startswith("remove HiCache: measured the same as the baseline")
+    assert not final_server(outcome).enable_hierarchical_cache

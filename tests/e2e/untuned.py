@@ -302,3 +302,11 @@ OVERLOAD = scenario_data("burst-27b-two-h100", model="Qwen/Qwen3.6-27B", gpu="H1
 # p95 TTFT sits at the 2 s target, so a round that misses it within noise starts a branch (docs/tuning.md).
 A100_27B_TP4 = scenario_data("chat-27b-a100-tp4", model="Qwen/Qwen3.6-27B", gpu="A100-80GB", gpus=4, tp=4,
                              workload=CHAT_64, slo={"ttft_p95_ms": 2000, "itl_median_ms": 60}, objective="throughput")
+
+# A 9B started with HiCache (ratio 2) on traffic that shares no prefix: nothing is ever restored from host
+# memory, and removing it measures the same.
+HICACHE_NO_SHARING = scenario_data("chat-9b-hicache-no-sharing", model="Qwen/Qwen3.6-9B", gpu="H100-SXM", gpus=1,
+                                   tp=1, server={"enable-hierarchical-cache": True, "hicache-ratio": 2.0,
+                                                 "page-size": 64},
+                                   workload={**CHAT_64, "prefix_sharing_rate": 0.0, "prefix": {"system_prompt_tokens": 0}},
+                                   slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
