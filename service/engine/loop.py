@@ -310,7 +310,9 @@ class TuningEngine(RoundMeasurer):
                  else None for delta, vet in zip(deltas, vetted, strict=True)]
         screens = await self.screen_group(fresh, [delta.technique for delta in deltas])  # a predicting runner's reading (service.engine.screen)
         top_k = min((s.prediction.measure_top_k for s in screens if s is not None), default=1)
-        predicted = closed_by_prediction(screens, top_k)
+        # A removal predicted to measure the same as the baseline would be kept once measured (simpler_when_same).
+        same = {i for i, s in enumerate(screens) if s is not None and deltas[i].simplifies and s.decision.same_as_baseline}
+        predicted = {i: why for i, why in closed_by_prediction(screens, top_k).items() if i not in same}
         for i, candidate in enumerate(fresh):
             if candidate is not None and i not in predicted:
                 self.prefetch.start(candidate, self.seeds())
