@@ -6,6 +6,7 @@ playbooks both decode through here, so every input file fails the same readable 
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from difflib import get_close_matches
@@ -56,6 +57,11 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         near = get_close_matches(key, valid, n=1, cutoff=0.5)
         where = dotted(path) or "the top level"
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
+        if not near and "extra" in valid:
+            # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`.
+            value = _at(data, [*path, key])
+            hint += (f"; any other SGLang flag goes under `extra`, keyed by the flag as it is typed: "
+                     f"\"--{str(key).lstrip('-')}\" = {json.dumps(value)}")
         raise InputFileError(f"unknown key `{key}` in {where}", file=source, line=locate(text, [*path, key]),
                              field=dotted([*path, key]), hint=hint)
     try:
@@ -65,6 +71,12 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         message = str(exc).split(" - at ")[0]
         raise InputFileError(f"{message} at `{dotted(path)}`", file=source, line=locate(text, path),
                              field=dotted(path), hint="fix the value's type or range") from exc
+
+
+def _at(data: Any, path: list[PathPart]) -> Any:
+    for part in path:
+        data = data[part]
+    return data
 
 
 def find_unknown_key(data: Any, info: mi.Type, path: list[PathPart]) -> tuple[list[PathPart], str, list[str]] | None:

@@ -40,6 +40,21 @@ def test_misspelled_server_flag_names_file_line_and_nearest_key(tmp_path):
     assert err.field == "deployment.groups[0].server.chunked-prefil-size"
 
 
+def test_an_sglang_flag_the_server_table_does_not_model_is_pointed_to_extra(tmp_path):
+    # `--context-length` is a real SGLang flag, but not one of the table's keys: the refusal says where it goes.
+    path = _with(tmp_path, "tp-size = 2", "tp-size = 2\ncontext-length = 32768")
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    err = info.value
+    assert err.field == "deployment.groups[0].server.context-length"
+    assert err.line == _line_of(path, "context-length")
+    assert err.hint.startswith("valid keys: ")
+    assert err.hint.endswith("any other SGLang flag goes under `extra`, keyed by the flag as it is typed: "
+                             '"--context-length" = 32768')
+    fixed = _with(tmp_path, "tp-size = 2", 'tp-size = 2\nextra = { "--context-length" = 32768 }')
+    assert load_scenario(fixed).deployment.groups[0].server.extra == {"--context-length": 32768}
+
+
 def test_unknown_key_inside_an_inline_table_is_located(tmp_path):
     path = _with(tmp_path, "output = { median = 400, p95 = 1800 }", "output = { median = 400, p96 = 1800 }")
     with pytest.raises(InputFileError) as info:
