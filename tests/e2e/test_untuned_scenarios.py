@@ -356,12 +356,15 @@ def test_a_throughput_job_buys_no_unneeded_tail_and_recuts_tp_once_eagle3_is_on(
     assert first.verdict == "rollback" and "the throughput objective comes first" in first.reasons[0]
     # EAGLE3 multiplies the tokens of each step, and with them the all-reduce TP4 pays over PCIe: once it is
     # kept, TP against replicas is judged again on the new deployment (case 1 splits TP8 after EAGLE3), and
-    # the split now wins on throughput and every latency.
+    # the split now wins on throughput and every latency. On PCIe GPUs the kept TP2 x 2 is split once more where
+    # the 9B's KV fits (TP1, 37% of an L40S): measured, and rolled back.
     eagle = rounds(outcome, "speculative_decoding")[0]
-    assert eagle.verdict in KEPT and eagle.index < again[-1].index
-    resplit = again[-1]
+    resplit, further = again
+    assert eagle.verdict in KEPT and eagle.index < resplit.index < further.index
     assert resplit.delta.deployment.groups[0].server.speculative_algorithm == "EAGLE3"
+    assert resplit.delta.summary.startswith("TP2 x 2")
     assert resplit.verdict in KEPT and resplit.figures["output_throughput.change"] > 0.1
+    assert further.delta.summary.startswith("TP1 x 4") and further.verdict == "rollback"
     final = outcome.report.final.deployment
     assert final.groups[0].replicas == 2 and final.groups[0].server.tp_size == 2
     assert final.groups[0].server.speculative_algorithm == "EAGLE3"
