@@ -9,6 +9,7 @@ import msgspec
 
 from plugins.techniques._rules import (
     TWO_BATCH_OVERLAP,
+    at_tp,
     fit_balance,
     main_server,
     router_note,
@@ -215,7 +216,10 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
     """
     hw = scenario.hardware
     base = without_ep(main_server(scenario))
-    instances = max(2, hw.total_gpus // max(base.world_size, 1))
+    if base.world_size > hw.gpus_per_node or hw.total_gpus // base.world_size < 2:
+        # One instance over the nodes (TP16 on two nodes) leaves no pools to split: cut instances to a node.
+        base = at_tp(base, hw.gpus_per_node)
+    instances = hw.total_gpus // max(base.world_size, 1)
     server = msgspec.structs.replace(base, max_running_requests=None, **_transfer(hw))
     router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
@@ -323,8 +327,8 @@ class PdDisaggregation(Technique):
             instances = sum(g.replicas for g in deployment.groups)
             shares = [p for p in (prefill + 1, prefill - 1) if 1 <= p < instances]
         else:
-            tp = main_server(ctx.scenario).world_size
-            shares = first_prefill_instances(ctx.scenario.hardware.total_gpus // max(tp, 1))
+            probe = instance_pd_deployment(ctx.scenario, 1)
+            shares = first_prefill_instances(sum(g.replicas for g in probe.groups))
         out = []
         for p in shares:
             split = instance_pd_deployment(ctx.scenario, p)

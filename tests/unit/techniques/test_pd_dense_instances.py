@@ -69,3 +69,17 @@ def test_first_shares_span_a_quarter_to_three_quarters_of_the_instances() -> Non
     assert first_prefill_instances(4) == [1, 2, 3]
     assert first_prefill_instances(16) == [4, 5, 8, 10, 12]
     assert first_prefill_instances(2) == [1]
+
+
+def test_one_dense_instance_over_both_nodes_is_cut_to_a_node_per_pool() -> None:
+    # TP16 over two nodes is one instance: PD's pools are then one TP8 instance each, 16 GPUs in all, not two
+    # TP16 servers asking for 32.
+    start = deployment(DENSE, tp=16)
+    start = msgspec.structs.replace(start, groups=[msgspec.structs.replace(start.groups[0], base_port=30001)],
+                                    router=None)
+    scen = scenario(DENSE, "H100-SXM", 8, start, clients=64, workload=LONG_DOCS, slo=SLO(ttft_p95_ms=6000))
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=2))
+    [split] = PD.propose(context(scen))
+    assert split.summary == "PD prefill 1 / decode 1 (TP8 instances)"
+    candidate = apply_delta(scen, split)
+    assert candidate.deployment.total_gpus() == 16 and check_candidate(candidate) == []
