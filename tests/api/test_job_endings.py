@@ -111,7 +111,11 @@ async def test_each_ending_is_decided_by_the_engine_and_heard_once(store: Store,
     assert report["job"]["state"] == "slo_not_met" and "does NOT meet its SLO" in report["headline"][1]
     assert any("GPUs" in line for line in report["capacity"])  # the capacity that would meet the target
     failed = (await store.get_job(unmeasurable)).report
-    assert failed["final"] is None and "could not be measured" in failed["job"]["stop_reason"]
+    # A model no server could load is refused before launch, as at the doors: nothing is run four times.
+    assert failed["final"] is None
+    assert failed["job"]["stop_reason"].startswith("the starting deployment cannot launch: model: unknown model "
+                                                   "'no-such-model'")
+    assert not (await store.list_rounds(unmeasurable))[0].results
 
 
 async def test_a_cancelled_job_ends_cancelled_through_the_engine(store: Store, host: PluginHost,
