@@ -62,6 +62,7 @@ from service.simulator.memory import (
     ServerStartError,
     default_chunked_prefill,
     host_budget_bytes,
+    node_ranks,
     resolve_server,
     server_starts,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "ServerStartError",
     "default_chunked_prefill",
     "host_budget_bytes",
+    "node_ranks",
     "keeps_mixed_chunk",
     "resolve_server",
     "server_starts",

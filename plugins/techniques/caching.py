@@ -14,6 +14,7 @@ from service import (
     Technique,
     TuningContext,
     host_budget_bytes,
+    node_ranks,
     resolve_server,
 )
 
@@ -83,7 +84,7 @@ def host_ratio(ctx: TuningContext) -> tuple[float | None, str]:
         resolved = resolve_server(ctx.model, hardware, server)
     except ServerStartError:
         return HICACHE_RATIO, ""
-    device = resolved.device_pool_bytes
+    device = resolved.device_pool_bytes * node_ranks(resolved, hardware) / resolved.world_size  # on one node
     replicas = sum(g.replicas for g in ctx.scenario.deployment.groups if g.role != "prefill")
     on_node = min(float(replicas), hardware.gpus_per_node / max(resolved.world_size, 1))
     budget = host_budget_bytes(hardware, on_node)

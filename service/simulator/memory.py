@@ -238,6 +238,11 @@ def host_budget_bytes(hardware: Hardware, replicas_per_node: float) -> float:
     return free / max(replicas_per_node, 1.0)
 
 
+def node_ranks(resolved: ResolvedServer, hardware: Hardware) -> int:
+    """The server's GPU ranks on one node: all of them, or a node's worth for a server over several nodes."""
+    return max(1, min(resolved.world_size, hardware.gpus_per_node))
+
+
 def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: Hardware, replicas_per_node: float
                      ) -> int:
     """HiCache host pool in tokens: `--hicache-size` overrides `--hicache-ratio` x the device pool (default 2.0).
@@ -252,19 +257,22 @@ def host_pool_tokens(resolved: ResolvedServer, server: ServerConfig, hardware: H
     """
     if not server.enable_hierarchical_cache:
         return 0
+    # SGLang checks each rank against the free memory of its own node over the ranks there (`ranks_per_host`):
+    # a server over two nodes pins half its host pool on each.
+    on_node = node_ranks(resolved, hardware) / resolved.world_size
     if server.hicache_size:
         per_rank = server.hicache_size * 1e9
         tokens = per_rank / resolved.kv_bytes_per_gpu_token * max(resolved.attention_dp, 1)
-        requested = per_rank * resolved.world_size
+        requested = per_rank * resolved.world_size * on_node
     else:
         ratio = server.hicache_ratio if server.hicache_ratio is not None else 2.0
-        tokens, requested = resolved.pool_tokens * ratio, resolved.device_pool_bytes * ratio
-    budget = host_budget_bytes(hardware, replicas_per_node)
+        tokens, requested = resolved.pool_tokens * ratio, resolved.device_pool_bytes * ratio * on_node
+    budget, ranks = host_budget_bytes(hardware, replicas_per_node), node_ranks(resolved, hardware)
     if requested > budget:
         servers = max(replicas_per_node, 1.0)
         raise HostMemoryShort(
             f"Not enough host memory available for the HiCache host pool: requesting {requested / 1e9:.1f} GB "
-            f"({int(tokens):,} tokens over {resolved.world_size} GPU rank{'s' if resolved.world_size != 1 else ''}) "
+            f"({int(tokens):,} tokens over {ranks} GPU rank{'s' if ranks != 1 else ''} on the node) "
             f"but only {max(budget, 0) / 1e9:.1f} GB is free for this server "
             f"({HOST_FREE_SHARE:.0%} of hardware.host_dram_gb = {hardware.host_dram_gb:g}, less SGLang's "
             f"{HICACHE_HOST_RESERVE_GIB} GiB reserve, over {servers:g} server{'s' if servers != 1 else ''} on the "

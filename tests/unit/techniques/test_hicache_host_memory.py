@@ -14,11 +14,11 @@ import pytest
 
 from plugins.runners.local.failures import CONFIG_FAULTS, cause_from_log
 from plugins.techniques.caching import HiCache, host_ratio
-from service.domain import LengthDist, PrefixStructure, WorkloadProfile, resolve_model
+from service.domain import Hardware, LengthDist, PrefixStructure, WorkloadProfile, resolve_model
 from service.domain.workload import DocumentSet
 from service.simulator import simulate_round
 from service.simulator.analytic import analytic_binder
-from service.simulator.memory import HostMemoryShort, host_pool_tokens, resolve_server
+from service.simulator.memory import HostMemoryShort, host_pool_tokens, node_ranks, resolve_server
 from tests.unit.techniques.scenarios import context, deployment, scenario
 
 MODEL = "Qwen/Qwen3.6-9B"
@@ -81,7 +81,7 @@ def test_hicache_size_is_gigabytes_on_every_gpu_rank_as_sglang_reads_it() -> Non
     assert tp4 == pytest.approx(4 * tp1, rel=1e-6)
     # Two TP4 servers on a 768 GB node: 800 GB asked for, 604 GB free (80% less the 10 GiB reserve).
     _, _, small = _server("Qwen/Qwen3.6-27B", "H100-SXM", 4, 768, hicache_size=100)
-    with pytest.raises(HostMemoryShort, match=r"requesting 400.0 GB \(.* over 4 GPU ranks\)"):
+    with pytest.raises(HostMemoryShort, match=r"requesting 400.0 GB \(.* over 4 GPU ranks on the node\)"):
         host_pool_tokens(four, four_srv, small, 2)
 
 
@@ -101,3 +101,27 @@ def test_the_local_runner_reads_sglangs_host_memory_refusal_as_a_configuration_f
             "Please reduce the size of the hierarchical cache.")
     assert cause_from_log(line) == "host_memory" and "host_memory" in CONFIG_FAULTS
     assert cause_from_log("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.") == "oom"
+
+
+def test_a_server_over_two_nodes_pins_each_nodes_share_against_that_nodes_memory() -> None:
+    # SGLang checks each rank against its own node's free memory over the ranks there (`ranks_per_host`).
+    # DeepSeek-V4-Flash TP16 over two H200 nodes holds 1.88 TB of device pool, 0.94 TB per node: ratio 2 pins
+    # 1.88 TB on each node, which a 4 TB node holds and a 2 TB node does not; counting both nodes' ranks against
+    # one node's memory had refused it on 4 TB too.
+    name = "deepseek-ai/DeepSeek-V4-Flash"
+    scen = scenario(name, "H200-SXM", 8, deployment(name, tp=16, enable_hierarchical_cache=True, hicache_ratio=2.0),
+                    clients=64)
+    server = scen.deployment.groups[0].server
+    for dram, starts in ((4096, True), (2048, False)):
+        hardware = Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=2, host_dram_gb=dram)
+        resolved = resolve_server(resolve_model(name), hardware, server)
+        assert node_ranks(resolved, hardware) == 8 and resolved.world_size == 16
+        if starts:
+            assert host_pool_tokens(resolved, server, hardware, 1.0) == 2 * resolved.pool_tokens
+        else:
+            with pytest.raises(HostMemoryShort, match=r"requesting 1881.6 GB \(.* over 8 GPU ranks on the node\)"):
+                host_pool_tokens(resolved, server, hardware, 1.0)
+    # The technique sizes the ratio to one node's share: 1,748 GB free for 941 GB of device pool per node.
+    two_tb = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=2,
+                                                            host_dram_gb=2048))
+    assert host_ratio(context(two_tb))[0] == 1.75
