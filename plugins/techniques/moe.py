@@ -215,11 +215,12 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
     runs; the split is the knob (case 5 round 4), in instances rather than nodes.
     """
     hw = scenario.hardware
+    gpus = scenario.deployment.total_gpus()  # the GPUs the deployment runs on: PD adds none
     base = without_ep(main_server(scenario))
-    if base.world_size > hw.gpus_per_node or hw.total_gpus // base.world_size < 2:
+    if base.world_size > hw.gpus_per_node or gpus // base.world_size < 2:
         # One instance over the nodes (TP16 on two nodes) leaves no pools to split: cut instances to a node.
-        base = at_tp(base, hw.gpus_per_node)
-    instances = hw.total_gpus // max(base.world_size, 1)
+        base = at_tp(base, min(hw.gpus_per_node, max(gpus // 2, 1)))
+    instances = gpus // max(base.world_size, 1)
     server = msgspec.structs.replace(base, max_running_requests=None, **_transfer(hw))
     router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
@@ -228,6 +229,32 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
                     base_port=port, server=server),
         WorkerGroup(name="decode", role="decode", replicas=instances - prefill_instances,
                     base_port=port + prefill_instances, server=server)])
+
+
+def _shifted(scenario: Scenario, towards_prefill: int) -> ConfigDelta | None:
+    """A dense PD deployment with one instance's worth of GPUs moved between the pools (+1: to prefill), each
+    pool keeping its own servers (their TP, chunk, running cap); None when a pool would empty or the GPUs do
+    not divide into the other pool's instances."""
+    deployment = scenario.deployment
+    prefill = next(g for g in deployment.groups if g.role == "prefill")
+    decode = next(g for g in deployment.groups if g.role == "decode")
+    p_tp, d_tp = prefill.server.world_size, decode.server.world_size
+    step = max(p_tp, d_tp)  # GPUs moved: one instance of the wider pool
+    if step % p_tp or step % d_tp:
+        return None
+    p = prefill.replicas + towards_prefill * step // p_tp
+    d = decode.replicas - towards_prefill * step // d_tp
+    if p < 1 or d < 1:
+        return None
+    moved_prefill = msgspec.structs.replace(prefill, replicas=p)
+    decode_port = decode.base_port
+    if prefill.base_port <= decode.base_port < prefill.base_port + p:
+        decode_port = prefill.base_port + p  # the grown prefill pool's ports run into decode's
+    moved_decode = msgspec.structs.replace(decode, replicas=d, base_port=decode_port)
+    groups = [moved_prefill if g is prefill else moved_decode if g is decode else g for g in deployment.groups]
+    tps = f"TP{prefill.server.tp_size}" if p_tp == d_tp else f"TP{prefill.server.tp_size}/TP{decode.server.tp_size}"
+    return ConfigDelta(technique=PdDisaggregation.name, summary=f"PD prefill {p} / decode {d} ({tps} instances)",
+                       deployment=msgspec.structs.replace(deployment, groups=groups))
 
 
 def first_prefill_instances(instances: int) -> list[int]:
@@ -323,12 +350,9 @@ class PdDisaggregation(Technique):
         is kept, one instance either way."""
         deployment = ctx.scenario.deployment
         if deployment.is_pd:
-            prefill = next(g for g in deployment.groups if g.role == "prefill").replicas
-            instances = sum(g.replicas for g in deployment.groups)
-            shares = [p for p in (prefill + 1, prefill - 1) if 1 <= p < instances]
-        else:
-            probe = instance_pd_deployment(ctx.scenario, 1)
-            shares = first_prefill_instances(sum(g.replicas for g in probe.groups))
+            return [d for d in (_shifted(ctx.scenario, +1), _shifted(ctx.scenario, -1)) if d is not None]
+        probe = instance_pd_deployment(ctx.scenario, 1)
+        shares = first_prefill_instances(sum(g.replicas for g in probe.groups))
         out = []
         for p in shares:
             split = instance_pd_deployment(ctx.scenario, p)

@@ -11,7 +11,16 @@ from __future__ import annotations
 import msgspec
 
 from plugins.techniques.moe import PdDisaggregation, first_prefill_instances
-from service import SLO, Hardware, LengthDist, WorkloadProfile
+from service import (
+    SLO,
+    Deployment,
+    Hardware,
+    LengthDist,
+    RouterConfig,
+    ServerConfig,
+    WorkerGroup,
+    WorkloadProfile,
+)
 from service.engine.delta import apply_delta
 from service.engine.launch import render_launch
 from service.scenario_check import check_candidate
@@ -83,3 +92,37 @@ def test_one_dense_instance_over_both_nodes_is_cut_to_a_node_per_pool() -> None:
     assert split.summary == "PD prefill 1 / decode 1 (TP8 instances)"
     candidate = apply_delta(scen, split)
     assert candidate.deployment.total_gpus() == 16 and check_candidate(candidate) == []
+
+
+def test_pd_splits_the_gpus_the_deployment_runs_on_and_adds_none() -> None:
+    # TP4 x 2 on 8 of the two nodes' 16 GPUs: the pools share those 8 (scale_out is what adds GPUs).
+    start = deployment(DENSE, tp=4, replicas=2)
+    start = msgspec.structs.replace(start, groups=[msgspec.structs.replace(start.groups[0], base_port=30001)])
+    scen = scenario(DENSE, "H100-SXM", 8, start, clients=64, workload=LONG_DOCS, slo=SLO(ttft_p95_ms=6000))
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=2))
+    [split] = PD.propose(context(scen))
+    assert split.summary == "PD prefill 1 / decode 1 (TP4 instances)"
+    assert apply_delta(scen, split).deployment.total_gpus() == 8
+
+
+def test_a_started_pd_with_its_own_pools_moves_gpus_and_keeps_each_pools_settings() -> None:
+    # Prefill one TP4 server with chunk 16384, decode six TP2 servers capped at 64 running: moving a TP4's worth
+    # of GPUs is one more prefill server against two fewer decode servers (an empty prefill pool is not offered),
+    # and each pool keeps its own flags and TP.
+    scen = _two_nodes()
+    prefill = WorkerGroup(name="prefill", role="prefill", replicas=1, bootstrap_port=8998, base_port=30001,
+                          server=ServerConfig(model_path=DENSE, tp_size=4, chunked_prefill_size=16384))
+    decode = WorkerGroup(name="decode", role="decode", replicas=6, base_port=30002,
+                         server=ServerConfig(model_path=DENSE, tp_size=2, max_running_requests=64))
+    router = RouterConfig(policy="round_robin", prefill_policy="cache_aware", decode_policy="power_of_two")
+    scen = msgspec.structs.replace(scen, deployment=Deployment(groups=[prefill, decode], router=router))
+    assert check_candidate(scen) == []
+    [more_prefill] = PD.propose(context(scen))
+    assert more_prefill.summary == "PD prefill 2 / decode 4 (TP4/TP2 instances)"
+    moved = apply_delta(scen, more_prefill)
+    roles = {g.role: g for g in moved.deployment.groups}
+    assert moved.deployment.total_gpus() == 16 and check_candidate(moved) == []
+    assert (roles["prefill"].replicas, roles["prefill"].server.tp_size) == (2, 4)
+    assert (roles["decode"].replicas, roles["decode"].server.tp_size) == (4, 2)
+    assert roles["prefill"].server.chunked_prefill_size == 16384 and roles["decode"].server.max_running_requests == 64
+    assert roles["decode"].base_port == 30003  # past the grown prefill pool's ports
