@@ -59,9 +59,10 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
         if not near and "extra" in valid:
             # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`.
-            value = _at(data, [*path, key])
-            hint += (f"; any other SGLang flag goes under `extra`, keyed by the flag as it is typed: "
-                     f"\"--{str(key).lstrip('-')}\" = {json.dumps(value)}")
+            flag = "--" + str(key).lstrip("-").replace("_", "-")
+            shown = _flag_value(_at(data, [*path, key]))
+            hint += (f"; any other SGLang flag goes under `extra`, keyed by the flag as it is typed: \"{flag}\""
+                     + (f" = {shown}" if shown is not None else ""))
         raise InputFileError(f"unknown key `{key}` in {where}", file=source, line=locate(text, [*path, key]),
                              field=dotted([*path, key]), hint=hint)
     try:
@@ -71,6 +72,17 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         message = str(exc).split(" - at ")[0]
         raise InputFileError(f"{message} at `{dotted(path)}`", file=source, line=locate(text, path),
                              field=dotted(path), hint="fix the value's type or range") from exc
+
+
+def _flag_value(value: Any) -> str | None:
+    """A flag value as TOML writes it (a string, number or boolean); None for anything a flag cannot take."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string: the same quotes and escapes
+    return None
 
 
 def _at(data: Any, path: list[PathPart]) -> Any:

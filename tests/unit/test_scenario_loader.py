@@ -51,6 +51,13 @@ def test_an_sglang_flag_the_server_table_does_not_model_is_pointed_to_extra(tmp_
     assert err.hint.startswith("valid keys: ")
     assert err.hint.endswith("any other SGLang flag goes under `extra`, keyed by the flag as it is typed: "
                              '"--context-length" = 32768')
+    # Spelled with underscores, or with a value no flag takes (a date), the hint still names the flag as typed.
+    for line, tail in (("context_length = 32768", '"--context-length" = 32768'),
+                       ("watchdog-timeout = 1979-05-27", '"--watchdog-timeout"'),
+                       ('log-level = "info"', '"--log-level" = "info"')):
+        with pytest.raises(InputFileError) as info:
+            load_scenario(_with(tmp_path, "tp-size = 2", f"tp-size = 2\n{line}"))
+        assert info.value.hint.endswith(tail), info.value.hint
     fixed = _with(tmp_path, "tp-size = 2", 'tp-size = 2\nextra = { "--context-length" = 32768 }')
     assert load_scenario(fixed).deployment.groups[0].server.extra == {"--context-length": 32768}
 
