@@ -15,8 +15,11 @@ class DeltaError(ValueError):
 
 def delta_key(delta: ConfigDelta) -> str:
     """A stable identity for a candidate, so the engine never runs the same candidate twice in a job."""
-    body = msgspec.json.encode(msgspec.structs.replace(delta, summary="", artifacts={}), order="sorted")
-    return f"{delta.technique}:{body.decode()}"
+    fields = msgspec.to_builtins(msgspec.structs.replace(delta, summary="", artifacts={}))
+    # What the candidate is, not how it is judged: `simplifies` stays out, so keys journaled before it existed
+    # still name the same candidates.
+    fields.pop("simplifies", None)
+    return f"{delta.technique}:{msgspec.json.encode(fields, order='sorted').decode()}"
 
 
 def apply_delta(scenario: Scenario, delta: ConfigDelta) -> Scenario:

@@ -111,7 +111,7 @@ def _replay_decision(state: EngineState, line: Line, round_: Round, candidate: S
             state.lineage[round_.index] = []
             state.baseline_measured = True
             state.errors_in_a_row = 0
-        else:
+        elif round_.results:  # a start refused before launch measured nothing: it counts neither way
             state.errors_in_a_row += 1
         state.interrupted.pop(BASELINE_KEY, None)
         return

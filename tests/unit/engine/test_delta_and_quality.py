@@ -62,6 +62,16 @@ def test_delta_key_ignores_wording_but_not_content() -> None:
     assert delta_key(a) != delta_key(msgspec.structs.replace(a, set_server={"page_size": 32}))
 
 
+def test_delta_key_leaves_out_how_a_candidate_is_judged() -> None:
+    # `simplifies` says how a flat result is read, not what runs: a journal written before the field existed
+    # names the same candidate, so a resumed job does not run it again.
+    removal = ConfigDelta(technique="hicache", summary="remove HiCache", set_server={"enable_hierarchical_cache": None},
+                          simplifies=True)
+    assert delta_key(removal) == delta_key(msgspec.structs.replace(removal, simplifies=False))
+    assert "simplifies" not in delta_key(removal)
+    assert delta_key(removal).startswith('hicache:{"artifacts":{},"client_concurrency":null,"deployment":null,')
+
+
 QUALITY = [QualityResult(subject="org/big-27B", metrics={"accuracy": 0.941, "rouge_l": 0.412}),
            QualityResult(subject="org/small-9B", metrics={"accuracy": 0.933, "rouge_l": 0.398}),
            QualityResult(subject="org/tiny-4B", metrics={"accuracy": 0.897, "rouge_l": 0.361})]
