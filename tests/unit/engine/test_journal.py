@@ -110,9 +110,9 @@ def test_a_starting_deployment_that_could_never_launch_fails_the_job_unmeasured(
     assert journal.events[-1].state == "failed"
     # Resumed from its journal, the job is refused again, the same way, and the refusal counts as no failed
     # measurement (nothing was measured).
-    again = asyncio.run(TuningEngine(_parts(runner, SweepTechnique([4096]), refuse=candidate_refusal),
-                                     GROUP, start).resume(journal.history(before_round=1)))
-    assert runner.calls == [] and again.job.state is JobState.FAILED
+    resumer = TuningEngine(_parts(runner, SweepTechnique([4096]), refuse=candidate_refusal), GROUP, start)
+    again = asyncio.run(resumer.resume(journal.history(before_round=1)))
+    assert runner.calls == [] and again.job.state is JobState.FAILED and resumer.state.errors_in_a_row == 0
     assert again.job.stop_reason == outcome.job.stop_reason
     assert [r.retry_of for r in again.job.rounds] == [None, 0]
 
