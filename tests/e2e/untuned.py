@@ -13,6 +13,7 @@ from typing import Any
 
 from service import Playbook, Scenario
 from service.engine import TuningOutcome, run_playbook
+from service.engine.report import ReportRound
 from service.plugin_host import PluginHost
 from service.scenario import scenario_from_data
 
@@ -310,3 +311,21 @@ HICACHE_NO_SHARING = scenario_data("chat-9b-hicache-no-sharing", model="Qwen/Qwe
                                                  "page-size": 64},
                                    workload={**CHAT_64, "prefix_sharing_rate": 0.0, "prefix": {"system_prompt_tokens": 0}},
                                    slo={"ttft_p95_ms": 2000, "itl_median_ms": 40}, objective="throughput")
+
+
+# -- reading a job's report ---------------------------------------------------------------------------------
+
+KEPT = ("accept", "keep_tradeoff")
+
+
+def rounds(outcome: TuningOutcome, technique: str) -> list[ReportRound]:
+    return [r for r in outcome.report.rounds if r.technique == technique]
+
+
+def final_server(outcome: TuningOutcome):  # type: ignore[no-untyped-def]
+    assert outcome.report.final is not None, outcome.report.headline
+    return outcome.report.final.deployment.groups[0].server
+
+
+def skipped(outcome: TuningOutcome, technique: str) -> str:
+    return next(s.reason for s in outcome.report.skipped if s.technique == technique)
