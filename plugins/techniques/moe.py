@@ -215,12 +215,7 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
     runs; the split is the knob (case 5 round 4), in instances rather than nodes.
     """
     hw = scenario.hardware
-    gpus = scenario.deployment.total_gpus()  # the GPUs the deployment runs on: PD adds none
-    base = without_ep(main_server(scenario))
-    if base.world_size > hw.gpus_per_node or gpus // base.world_size < 2:
-        # One instance over the nodes (TP16 on two nodes) leaves no pools to split: cut instances to a node.
-        base = at_tp(base, min(hw.gpus_per_node, max(gpus // 2, 1)))
-    instances = gpus // max(base.world_size, 1)
+    base, instances = _pd_instances(scenario)
     server = msgspec.structs.replace(base, max_running_requests=None, **_transfer(hw))
     router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
@@ -229,6 +224,16 @@ def instance_pd_deployment(scenario: Scenario, prefill_instances: int) -> Deploy
                     base_port=port, server=server),
         WorkerGroup(name="decode", role="decode", replicas=instances - prefill_instances,
                     base_port=port + prefill_instances, server=server)])
+
+
+def _pd_instances(scenario: Scenario) -> tuple[ServerConfig, int]:
+    """A dense model's PD instance and how many fit the GPUs the deployment runs on (PD adds none); one instance
+    over the nodes (TP16 on two nodes) leaves no pools to split, so instances are cut to a node."""
+    gpus = scenario.deployment.total_gpus()
+    base = without_ep(main_server(scenario))
+    if base.world_size > scenario.hardware.gpus_per_node or gpus // base.world_size < 2:
+        base = at_tp(base, min(scenario.hardware.gpus_per_node, max(gpus // 2, 1)))
+    return base, gpus // max(base.world_size, 1)
 
 
 def _shifted(scenario: Scenario, towards_prefill: int) -> ConfigDelta | None:
@@ -351,8 +356,7 @@ class PdDisaggregation(Technique):
         deployment = ctx.scenario.deployment
         if deployment.is_pd:
             return [d for d in (_shifted(ctx.scenario, +1), _shifted(ctx.scenario, -1)) if d is not None]
-        probe = instance_pd_deployment(ctx.scenario, 1)
-        shares = first_prefill_instances(sum(g.replicas for g in probe.groups))
+        shares = first_prefill_instances(_pd_instances(ctx.scenario)[1])
         out = []
         for p in shares:
             split = instance_pd_deployment(ctx.scenario, p)
