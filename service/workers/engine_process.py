@@ -14,8 +14,10 @@ free for the event loop; on a machine with no more CPUs than that, they may use 
 
 Children fork from a forkserver that has already imported the engine, so a job starts in milliseconds
 without inheriting the service's threads. A stop reaches the child as a signal (SIGUSR1: cancel, SIGUSR2:
-pause for a restart); its engine ends the job at the next safe point and sends its report. A child whose
-parent dies finds its pipe closed at its next journal entry and exits.
+pause for a restart); its engine ends the job at the next safe point and sends its report. A signal's default
+action would kill a child that has not yet installed its handlers, so the child says "ready" once it has, and
+a stop asked for before that is held and sent then. A child whose parent dies finds its pipe closed at its
+next journal entry and exits.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def _job_main(conn: Connection, job_bytes: bytes, niceness: int, cpus: frozenset
     for state, number in _STOP_SIGNALS.items():
         reason = "cancelled by a user" if state is JobState.CANCELLED else "the service is stopping"
         signal.signal(number, lambda *_, state=state, reason=reason: on_stop(state, reason))
+    conn.send_bytes(_encode(_Message("ready")))  # a stop signal no longer ends this process: it may come now
     job = msgspec.msgpack.decode(job_bytes, type=Job)
     engine = build_engine(PluginHost(), job, PipeJournal(conn))
     built.append(engine)
@@ -160,6 +163,9 @@ class ProcessEngineExecutor:
         self.cpus = job_cpus(serving_cpus)
         self._context = _context()
         self._children: dict[str, multiprocessing.process.BaseProcess] = {}
+        # Children whose stop-signal handlers are installed, and the stop held for a child not yet ready.
+        self._ready: set[str] = set()
+        self._held: dict[str, int] = {}
 
     def stop(self, job_id: str, state: JobState, reason: str) -> bool:
         """Signal the child of `job_id` (or the in-process engine) to end as `state`."""
@@ -169,6 +175,9 @@ class ProcessEngineExecutor:
         number = _STOP_SIGNALS.get(state)
         if number is None:
             return False
+        if job_id not in self._ready:  # its default action would kill the child: sent once it is ready
+            self._held.setdefault(job_id, number)
+            return True
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, number)
             return True
@@ -195,9 +204,11 @@ class ProcessEngineExecutor:
             await asyncio.shield(starting)
             self._children[job.id] = process
             child.close()
-            return await self._follow(parent, journal)
+            return await self._follow(job.id, parent, journal)
         finally:
             self._children.pop(job.id, None)
+            self._ready.discard(job.id)
+            self._held.pop(job.id, None)
             with contextlib.suppress(BaseException):
                 await starting  # cancelled while starting: the child must exist before it can be stopped
             child.close()
@@ -208,14 +219,21 @@ class ProcessEngineExecutor:
                 await asyncio.to_thread(process.join, 5)
             parent.close()
 
-    async def _follow(self, conn: Connection, journal: RoundJournal) -> TuningReport:
+    async def _follow(self, job_id: str, conn: Connection, journal: RoundJournal) -> TuningReport:
         while True:
             await _readable(conn)
             try:
                 message = _decode(conn.recv_bytes())
             except EOFError as exc:
                 raise RuntimeError("the job process exited without a result") from exc
-            if message.kind == "round" and message.round is not None:
+            if message.kind == "ready":
+                self._ready.add(job_id)
+                held = self._held.pop(job_id, None)
+                process = self._children.get(job_id)
+                if held is not None and process is not None and process.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(process.pid, held)
+            elif message.kind == "round" and message.round is not None:
                 await journal.record_round(message.round)
                 conn.send_bytes(b"ok")
             elif message.kind == "event" and message.event is not None:
