@@ -7,6 +7,7 @@ from typing import ClassVar
 import msgspec
 
 from plugins.techniques._rules import (
+    at_tp,
     clients_of,
     fit_balance,
     main_server,
@@ -15,6 +16,7 @@ from plugins.techniques._rules import (
     sharing_rate,
     smallest_replica_tp,
     tried_deltas,
+    without_router,
 )
 from service import Applicability, ConfigDelta, Technique, TuningContext
 
@@ -122,20 +124,22 @@ class Parallelism(Technique):
             return Applicability(False, "The deployment already has separate roles or groups.")
         if ctx.model.is_moe and ctx.scenario.hardware.nodes > 1:
             return Applicability(False, "A multi-node MoE is split by expert parallelism, not TP replicas.")
-        tp = main_server(ctx.scenario).tp_size
-        target = smallest_replica_tp(ctx.model, ctx.scenario)
-        if tp <= target:
+        server = main_server(ctx.scenario)
+        tp, target = server.tp_size, smallest_replica_tp(ctx.model, ctx.scenario)
+        if tp <= target and not _staged(ctx):
             return Applicability(False, f"TP{tp} is already the smallest TP that leaves room for KV.")
+        if _staged(ctx) and _split_sizes(ctx, tp):
+            return Applicability(True, f"TP{tp} x PP{server.pp_size} runs each token through {server.pp_size} "
+                                       "pipeline stages in turn; within one node the same GPUs as one TP instance "
+                                       "(or TP replicas) read their share of the weights at once.")
         if lone := lone_client(ctx):
             return Applicability(False, lone)
         if not _split_sizes(ctx, tp):
             return Applicability(False, f"Every split of TP{tp} down to TP{target} makes more replicas than the "
                                         f"{clients_of(ctx.scenario)} requests in flight: the extra replicas would "
                                         "sit idle.")
-        itl_slo = ctx.scenario.slo.itl_median_ms
-        if itl_slo is not None and ctx.baseline is not None and ctx.baseline.bench.median_itl_ms > 0.5 * itl_slo:
-            return Applicability(False, f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms leaves no headroom "
-                                        f"under the {itl_slo:.0f} ms SLO; smaller TP would raise it (case 1).")
+        if tight := _itl_tight(ctx):
+            return Applicability(False, tight)
         return Applicability(True, f"TP{tp} spends an all-reduce per layer and idles GPUs at small batches; "
                                    f"TP{target} replicas behind a router raise throughput and cut TTFT (case 1).")
 
@@ -145,6 +149,12 @@ class Parallelism(Technique):
         policy = preferred_policy(ctx)
         out = []
         for size in _split_sizes(ctx, tp):
+            if size >= gpus:  # a staged instance as one TP instance on the same GPUs: nothing to route
+                group = ctx.scenario.deployment.groups[0]
+                worker = msgspec.structs.replace(group, replicas=1, server=at_tp(group.server, size))
+                out.append(ConfigDelta(technique=self.name, summary=f"TP{size} without pipeline stages",
+                                       deployment=without_router(ctx.scenario.deployment, worker)))
+                continue
             split = replica_split(ctx.scenario, size, policy)
             out.append(ConfigDelta(technique=self.name,
                                    summary=f"TP{size} x {gpus // size} + {policy} router{router_note(split.router)}",
@@ -154,14 +164,38 @@ class Parallelism(Technique):
 
 def _split_sizes(ctx: TuningContext, tp: int) -> list[int]:
     """The replica TP sizes below `tp` worth measuring: from the smallest that leaves room for KV, doubling,
-    leaving out splits into more replicas than the benchmark keeps requests in flight (the extra ones idle)."""
+    leaving out splits into more replicas than the benchmark keeps requests in flight (the extra ones idle).
+
+    An instance with pipeline stages inside one node is measured up to TP over all its GPUs (TP1 x PP2 on
+    two GPUs: TP2, the same weights on each GPU); a smaller TP than the stages' fits no weights."""
     gpus, clients = ctx.scenario.deployment.total_gpus(), clients_of(ctx.scenario)
     size, out = smallest_replica_tp(ctx.model, ctx.scenario), []
-    while size < tp:
+    top = tp
+    if _staged(ctx):
+        server = main_server(ctx.scenario)
+        top = server.tp_size * server.pp_size + 1
+        # Fewer GPUs per request make a slower token: with no ITL headroom, or one request in flight, the same GPUs only.
+        size = top - 1 if _itl_tight(ctx) or lone_client(ctx) else min(size, top - 1)
+    while size < top:
         if not 0 < clients < gpus // size:
             out.append(size)
         size *= 2
     return out
+
+
+def _itl_tight(ctx: TuningContext) -> str:
+    """Why the measured median ITL leaves no room for a smaller TP ("" when it does, or is unmeasured)."""
+    itl_slo = ctx.scenario.slo.itl_median_ms
+    if itl_slo is not None and ctx.baseline is not None and ctx.baseline.bench.median_itl_ms > 0.5 * itl_slo:
+        return (f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms leaves no headroom under the "
+                f"{itl_slo:.0f} ms SLO; smaller TP would raise it (case 1).")
+    return ""
+
+
+def _staged(ctx: TuningContext) -> bool:
+    """Whether the instance runs pipeline stages (pp-size > 1) inside one node."""
+    server = main_server(ctx.scenario)
+    return server.pp_size > 1 and server.tp_size * server.pp_size <= ctx.scenario.hardware.gpus_per_node
 
 
 class RouterPolicy(Technique):

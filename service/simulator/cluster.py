@@ -106,6 +106,11 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
         cluster.notes.append(f"{scale} identical replicas behind a {_policy(scenario, 'unified')} router were "
                              f"simulated as one representative replica carrying 1/{scale} of the traffic; "
                              "throughput is scaled back up")
+    staged = sorted({g.server.pp_size for g in dep.groups if g.server.pp_size > 1})
+    if staged:
+        cluster.notes.append(f"pipeline stages (pp-size {', '.join(map(str, staged))}) were simulated as one "
+                             "instance running every layer in turn: a step takes the stages' time summed, with no "
+                             "overlap of micro-batches across stages, so prefill throughput is under-counted")
     return cluster
 
 

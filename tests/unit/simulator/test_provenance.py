@@ -46,3 +46,16 @@ def test_a_split_round_names_each_role_with_its_own_description() -> None:
     result = simulate_round(scenario, model, bind, seed=3, cost_model="analytic")
     assert result.bench.completed == 40
     assert result.provenance.cost_model_detail == "prefill: analytic steps at TP4 | decode: analytic steps at TP2"
+
+
+def test_a_server_with_pipeline_stages_says_how_its_stages_were_simulated() -> None:
+    base = _bench(load("coding-assistant-round0"), 24)
+    group = base.deployment.groups[0]
+    server = msgspec.structs.replace(group.server, tp_size=4, pp_size=2)
+    scenario = msgspec.structs.replace(base, deployment=Deployment(groups=[msgspec.structs.replace(group,
+                                                                                                    server=server)]))
+    model, bind = _binder(scenario)
+    note = simulate_round(scenario, model, bind, seed=3, cost_model="analytic").provenance.note or ""
+    assert "pipeline stages (pp-size 2) were simulated as one instance running every layer in turn" in note
+    plain = simulate_round(base, model, bind, seed=3, cost_model="analytic").provenance.note or ""
+    assert "pipeline stages" not in plain
