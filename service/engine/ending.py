@@ -82,6 +82,38 @@ def capacity_needed(final: Scenario, results: list[RoundResult], checks: list[SL
     return lines
 
 
+def peak_demand(final: Scenario, results: list[RoundResult]) -> str:
+    """The sentence that says the final deployment was not measured at the workload's peak request rate ("" when
+    it served the peak, the SLO already sets a request-rate target, or the workload names no peak).
+
+    Casebook case 2: "Peak 22 req/s is not met by 12.81 req/s, so either adding another node or pre-warming
+    popular documents is needed"; case 4: "The peak was 40 req/s, but it can now handle 49.34 req/s". A closed
+    loop of N clients serves N / (time per request) req/s, so served below the peak it says only that at the
+    peak more requests would be in flight (Little's law) than any round held, at latencies no round measured.
+    No GPU count is given: at more requests in flight the batches grow, so the rate per GPU is not the one
+    measured.
+    """
+    peak = final.workload.peak_request_rate
+    if not peak or not results or final.slo.min_request_throughput is not None:
+        return ""
+    mean = mean_result(results)
+    served = mean.bench.request_throughput
+    if served <= 0 or served >= PEAK_SERVED * peak:
+        return ""
+    held = mean.bench.concurrency or final.bench.max_concurrency or 0
+    flight = (f"; at the peak about {peak * held / served:,.0f} would be (Little's law), latencies no round "
+              f"measured" if held else "")
+    where = f" with {held:,.0f} requests in flight" if held else ""
+    return (f"The workload peaks at {peak:g} req/s; the final deployment served {served:.3g} req/s{where}{flight}. "
+            f"Measure it at the peak with bench.request_rate = {peak:g}, or find the highest rate its SLO holds "
+            f"with [bench.max_load] over request_rate; slo.min_request_throughput = {peak:g} makes the peak a "
+            "target the job tunes for.")
+
+
+# Served at least this share of the peak request rate counts as carrying it (the casebook's 139.86 of 140 req/s).
+PEAK_SERVED = 0.99
+
+
 def _scale(check: SLOCheck, slo: SLO, mean: RoundResult) -> float | None:
     """How many times the capacity the target needs; None for a latency target (more GPUs alone may not help)."""
     if check.name in ("min_output_throughput", "min_request_throughput"):

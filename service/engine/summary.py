@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from service.domain import Job, JobState, Round, RoundResult, Scenario, SLOCheck
 from service.engine.budget import Budget
 from service.engine.charts import build_charts
-from service.engine.ending import capacity_needed
+from service.engine.ending import capacity_needed, peak_demand
 from service.engine.launch import LaunchCommand
 from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
 from service.engine.slo import target_figure
@@ -68,6 +68,8 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
                          "see the rounds for the figure closest to it.")
     elif job.state is JobState.SUCCEEDED and checks:
         lines.append("The final deployment meets every SLO target.")
+    if state.baseline_measured and (demand := peak_demand(final.scenario, final.results)):
+        lines.append(demand)
     for round_ in on_path(job, state):
         delta = round_.delta
         if delta is not None and delta.quality_check:
