@@ -52,12 +52,30 @@ GPU_CATALOGUE: dict[str, GpuSpec] = {
         nvlink_gbps=0, pcie_gbps=32, price_per_gpu_hour=1.2,
         provenance="NVIDIA L40S datasheet (dense, GDDR6, no NVLink); price assumed",
     ),
+    "A100-40GB": GpuSpec(
+        name="A100-40GB", hbm_gb=40, hbm_bandwidth_tbps=1.555, bf16_tflops=312, fp8_tflops=312,
+        nvlink_gbps=600, pcie_gbps=32, price_per_gpu_hour=1.4, supports_fp8=False,
+        provenance="NVIDIA A100 40GB SXM datasheet; no FP8 tensor cores (FP8 runs as weight-only at BF16 rate); "
+                   "price assumed",
+    ),
+    "H20": GpuSpec(
+        name="H20", hbm_gb=96, hbm_bandwidth_tbps=4.0, bf16_tflops=148, fp8_tflops=296,
+        nvlink_gbps=900, pcie_gbps=64, price_per_gpu_hour=1.5,
+        provenance="NVIDIA HGX H20 datasheet (dense): Hopper with a sixth of H100's tensor throughput and more "
+                   "bandwidth, so decode turns compute-bound at a batch of about 37; price assumed",
+    ),
+    "L4": GpuSpec(
+        name="L4", hbm_gb=24, hbm_bandwidth_tbps=0.3, bf16_tflops=121, fp8_tflops=242,
+        nvlink_gbps=0, pcie_gbps=32, price_per_gpu_hour=0.8,
+        provenance="NVIDIA L4 datasheet (dense, GDDR6, PCIe 4.0, no NVLink); price assumed",
+    ),
 }
 
 GPU_ALIASES: dict[str, str] = {
     "h100": "H100-SXM", "h100-sxm": "H100-SXM", "h100_sxm": "H100-SXM",
     "h200": "H200-SXM", "h200-sxm": "H200-SXM", "h200_sxm": "H200-SXM",
     "b200": "B200", "a100": "A100-80GB", "a100-80gb": "A100-80GB", "l40s": "L40S",
+    "a100-40gb": "A100-40GB", "h20": "H20", "l4": "L4",
 }
 
 

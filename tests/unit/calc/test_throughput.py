@@ -67,3 +67,13 @@ def test_boundary_waste_is_43_tokens_when_prefixes_diverge_after_token_20010():
 
 def test_page_size_1_wastes_nothing():
     assert page_boundary_waste(20_011, 1).wasted_tokens == 0
+
+
+def test_the_catalogue_knows_h20_l4_and_a100_40gb_by_name_and_alias():
+    # H20: a Hopper with a sixth of H100's tensor throughput and more bandwidth: decode turns compute-bound early,
+    # where the casebook's speculative decoding stops paying; L4: GDDR6 on PCIe, memory-bound far longer.
+    assert threshold_batch_size("h20") == 37
+    assert threshold_batch_size("L4") == 403
+    assert threshold_batch_size("a100-40gb") == 200  # 312 / 1.555 = 200.6
+    assert gpu_spec("l4").nvlink_gbps == 0 and gpu_spec("L4").supports_fp8
+    assert not gpu_spec("A100-40GB").supports_fp8 and gpu_spec("A100-40GB").hbm_gb == 40
