@@ -202,7 +202,8 @@ def check_gpu(gpu: str) -> list[ValidationIssue]:
         return []
     names = list(GPU_CATALOGUE)
     near = difflib.get_close_matches(gpu.upper(), names, n=1, cutoff=0.4)
-    hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(names)}"
+    known = f"use one of {', '.join(names)} (the catalogue's GPUs)"
+    hint = f"did you mean {near[0]!r}? Otherwise {known}" if near else known
     return [ValidationIssue(field="hardware.gpu", message=f"unknown GPU {gpu!r}", hint=hint)]
 
 

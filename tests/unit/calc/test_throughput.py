@@ -77,3 +77,12 @@ def test_the_catalogue_knows_h20_l4_and_a100_40gb_by_name_and_alias():
     assert threshold_batch_size("a100-40gb") == 200  # 312 / 1.555 = 200.6
     assert gpu_spec("l4").nvlink_gbps == 0 and gpu_spec("L4").supports_fp8
     assert not gpu_spec("A100-40GB").supports_fp8 and gpu_spec("A100-40GB").hbm_gb == 40
+
+
+def test_an_unknown_gpu_names_the_nearest_and_every_gpu_the_catalogue_has():
+    from service.scenario_check import check_gpu
+
+    (issue,) = check_gpu("H300-SXM")
+    assert issue.field == "hardware.gpu" and issue.hint.startswith("did you mean 'H200-SXM'?")
+    assert "H20" in issue.hint and "L4" in issue.hint and "A100-40GB" in issue.hint
+    assert check_gpu("h20") == []
