@@ -86,6 +86,21 @@ def test_chunked_prefill_never_sets_the_chunk_sglang_already_uses_nor_a_longer_o
     assert [d.set_server for d in BY_NAME["chunked_prefill"].propose(kept)] == [{"chunked_prefill_size": 4096}]
 
 
+def test_a_chunk_started_below_the_sweep_is_raised_with_or_without_a_latency_slo() -> None:
+    # Case 1 started at 256 tokens: every prefill cut into passes that each pay a step's fixed cost.
+    tiny = ConfigDelta(technique="start", summary="", set_server={"chunked_prefill_size": 256})
+    latency = then(context("coding-assistant"), tiny)
+    assert applies("chunked_prefill", latency)
+    assert [d.set_server for d in BY_NAME["chunked_prefill"].propose(latency)] == [
+        {"chunked_prefill_size": 4096}, {"chunked_prefill_size": 2048}]
+    # No latency SLO (case 3): larger chunks use the GPU better, so back to SGLang's default.
+    batch = then(context("nightly-batch"), tiny)
+    assert applies("chunked_prefill", batch)
+    (delta,) = BY_NAME["chunked_prefill"].propose(batch)
+    assert delta.set_server == {"chunked_prefill_size": None}
+    assert main_chunk(then(batch, delta)) is None
+
+
 def main_chunk(ctx: TuningContext) -> int | None:
     return ctx.scenario.deployment.groups[0].server.chunked_prefill_size
 
