@@ -57,3 +57,20 @@ def test_stages_across_nodes_are_left_to_the_replica_split() -> None:
     summaries = [d.summary for d in PARALLELISM.propose(context(scen, baseline=measured(60, median_itl_ms=12.0)))]
     assert summaries and not any("without pipeline stages" in s for s in summaries)
     assert summaries[0].startswith("TP4 x 4 + ")
+
+
+def test_replicas_whose_median_itl_misses_its_slo_are_measured_as_wider_tp() -> None:
+    # Casebook case 1: TP2 x 4 was adopted because 17.9 ms was "well within the SLO of 50ms"; "if the ITL SLO
+    # were tighter, like 15ms, the opposite conclusion would have been necessary".
+    scen = scenario(DENSE, "H100-SXM", 8, deployment(DENSE, tp=2, replicas=4), clients=32,
+                    slo=SLO(ttft_p95_ms=2000, itl_median_ms=15))
+    missed = context(scen, baseline=measured(30, median_itl_ms=17.9))
+    assert PARALLELISM.applicable(missed).applicable
+    deltas = PARALLELISM.propose(missed)
+    assert [d.summary for d in deltas] == ["TP4 x 2 + power_of_two router", "TP8 x 1 (from TP2 x 4)"]
+    single = deltas[-1].deployment
+    assert single is not None and single.router is None
+    assert [(g.replicas, g.server.tp_size) for g in single.groups] == [(1, 8)]
+    # Within the target the wider TP is not offered (and TP2 is already the smallest the weight rule allows).
+    met = context(scen, baseline=measured(30, median_itl_ms=12.0))
+    assert not PARALLELISM.applicable(met).applicable and PARALLELISM.propose(met) == []
