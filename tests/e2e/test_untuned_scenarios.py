@@ -434,7 +434,10 @@ def test_a_cost_job_sizes_a_moe_to_the_gpus_its_kv_needs() -> None:
 # -- 18. a one-repeat job settles a large gain on enough seeds ------------------------------------------------------
 
 def test_a_one_repeat_job_keeps_a_large_gain_the_first_three_seeds_left_to_a_weak_test() -> None:
-    outcome = job("starved-9b", auto(repeats=1), build(STARVED_9B))
+    # The 512-token chunk the deployment starts with stays (chunked_prefill, which would raise it, is left out):
+    # this job is about the seeds a gain needs, and the raised chunk settles EAGLE3's on the first seed.
+    steps = [name for name in HOST.components("technique") if name != "chunked_prefill"]
+    outcome = job("starved-9b", auto(repeats=1, techniques=steps), build(STARVED_9B))
     # The starved scheduler is opened first (8 -> 64 running requests), then EAGLE3 gains about 58% output
     # throughput over the same seeds. Over three seeds a paired t (2 degrees of freedom) left that gain
     # "uncertain"; on four or five it is proven, and the job keeps the draft model.
