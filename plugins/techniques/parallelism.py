@@ -202,9 +202,11 @@ def _merge_sizes(ctx: TuningContext) -> list[int]:
     server = group.server
     if group.replicas < 2 or server.pp_size > 1 or server.dp_size > 1 or ctx.baseline.bench.median_itl_ms <= itl:
         return []
+    gpus, clients = deployment.total_gpus(), clients_of(ctx.scenario)
     sizes, size = [], server.tp_size * 2
-    while size <= min(ctx.scenario.hardware.gpus_per_node, deployment.total_gpus()):
-        sizes.append(size)
+    while size <= min(ctx.scenario.hardware.gpus_per_node, gpus):
+        if not 0 < clients < gpus // size:  # more replicas than requests in flight: the extra ones idle
+            sizes.append(size)
         size *= 2
     return sizes
 

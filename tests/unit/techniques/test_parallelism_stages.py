@@ -74,3 +74,11 @@ def test_replicas_whose_median_itl_misses_its_slo_are_measured_as_wider_tp() -> 
     # Within the target the wider TP is not offered (and TP2 is already the smallest the weight rule allows).
     met = context(scen, baseline=measured(30, median_itl_ms=12.0))
     assert not PARALLELISM.applicable(met).applicable and PARALLELISM.propose(met) == []
+
+
+def test_one_client_stream_missing_its_itl_is_measured_as_one_instance_only() -> None:
+    # TP1 x 4 with one request in flight: TP2 x 2 would leave a replica idle; TP4 x 1 speeds the one request.
+    scen = scenario(DENSE, "H100-SXM", 4, deployment(DENSE, tp=1, replicas=4), clients=1,
+                    slo=SLO(ttft_p95_ms=500, itl_median_ms=10))
+    deltas = PARALLELISM.propose(context(scen, baseline=measured(1, median_itl_ms=18.9)))
+    assert [d.summary for d in deltas] == ["TP4 x 1 (from TP1 x 4)"]
