@@ -249,16 +249,25 @@ def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
         if why is None:
             continue
         room = scenario.hardware.total_gpus // max(group.replicas * max(server.pp_size, 1), 1)
-        fits = [tp for tp in range(1, room + 1)
-                if _head_split(model, max(tp // max(server.attention_dp_size, 1), 1)) is None
-                and tp % max(server.attention_dp_size, 1) == 0]
+        split = [tp for tp in range(1, room + 1)
+                 if _head_split(model, max(tp // max(server.attention_dp_size, 1), 1)) is None
+                 and tp % max(server.attention_dp_size, 1) == 0]
+        # Only sizes whose weights also fit: Llama-3.1-70B at tp-size 6 on H100s splits at 1, 2 or 4, starts at 4.
+        fits = [tp for tp in split
+                if server_starts(model, scenario.hardware, msgspec.structs.replace(server, tp_size=tp))]
         choices = ", ".join(str(tp) for tp in fits[:-1]) + (f" or {fits[-1]}" if len(fits) > 1 else str(fits[-1])) \
             if fits else ""
+        if choices:
+            hint = f"use tp-size {choices}"
+        elif split:
+            hint = (f"no tp-size up to {room} both splits the heads and holds the weights: use more or larger GPUs, "
+                    "or a smaller model")
+        else:
+            hint = "use a tp-size that divides the attention heads"
         issues.append(ValidationIssue(
             field=group_field(index, "server.tp-size"), flag="--tp-size",
             message=f"the server cannot load {model.name} at tp-size {server.tp_size}: {why}, and SGLang asserts "
-                    "an even split when it builds the attention layers",
-            hint=f"use tp-size {choices}" if choices else "use a tp-size that divides the attention heads"))
+                    "an even split when it builds the attention layers", hint=hint))
     return issues
 
 

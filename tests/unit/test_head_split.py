@@ -67,3 +67,12 @@ def test_the_hint_lists_only_tp_sizes_the_replicas_fit_in() -> None:
     issues = errors(check_scenario(scenario(MODEL, "H100-SXM", 6, deployment(MODEL, tp=3, replicas=2), clients=8)))
     [issue] = [i for i in issues if i.field.endswith("server.tp-size")]
     assert issue.hint == "use tp-size 1 or 2"  # tp-size 4 x 2 replicas would need 8 GPUs
+
+
+def test_the_sizes_offered_also_hold_the_weights() -> None:
+    # Qwen3.6-27B in BF16 (50 GiB) on 48 GB L40S at tp-size 3: tp-size 1 splits the heads but cannot start.
+    [issue] = errors(check_scenario(scenario(MODEL, "L40S", 6, deployment(MODEL, tp=3), clients=8)))
+    assert issue.hint == "use tp-size 2 or 4"
+    # On three 24 GB L4s at tp-size 3 nothing both splits the heads and holds the weights.
+    [issue] = errors(check_scenario(scenario(MODEL, "L4", 3, deployment(MODEL, tp=3), clients=8)))
+    assert issue.hint.startswith("no tp-size up to 3 both splits the heads and holds the weights")
