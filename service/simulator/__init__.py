@@ -17,7 +17,7 @@ from service.simulator.cluster import BindCost, build_cluster
 from service.simulator.engine import EventLoop
 from service.simulator.memory import ServerStartError, resolve_server
 from service.simulator.metrics import round_result
-from service.simulator.requests import SimRequest, build_requests
+from service.simulator.requests import CONTEXT_MARGIN, SimRequest, build_requests
 
 
 def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed: int | None = None,
@@ -50,6 +50,11 @@ def simulate_round(scenario: Scenario, model: ModelSpec, bind: BindCost, *, seed
     scaled = msgspec.structs.replace(bench, num_prompts=prompts,
                                      warmup_requests=math.ceil(bench.warmup_requests / scale))
     warm, measured = build_requests(scenario.workload, scaled, model, rng, stride=scale if trace is not None else 1)
+    if trace is None and (cut := sum(1 for r in measured if r.input_len >= model.max_context - CONTEXT_MARGIN)):
+        # The workload's lengths are drawn up to the window; SGLang refuses a longer prompt, which a real round's
+        # failure rate counts and this one does not.
+        cluster.notes.append(f"{cut} of {len(measured)} prompts were drawn past {model.name}'s context window of "
+                             f"{model.max_context:,} tokens and cut to it; SGLang refuses such requests")
     loop = EventLoop(cluster, bench, scenario.hardware, rng, concurrency, rate,
                      variable_period_s=scenario.workload.prefix.variable_period_s,
                      timed=trace is not None and trace.timestamps)

@@ -81,6 +81,10 @@ class SimRequest:
         return self.input_len + self.generated - self.prefix_len - self.extended
 
 
+# Prompts are drawn up to this many tokens short of the model's context window.
+CONTEXT_MARGIN = 64
+
+
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, cap: int) -> np.ndarray:
     """Draw `n` token lengths from a `LengthDist`, clipped to [minimum, maximum or cap].
 
@@ -263,11 +267,11 @@ def _workload_requests(workload: WorkloadProfile, bench: BenchSpec, model: Model
     """`n` requests of the workload (lengths, documents, conversations, schemas), in sending order."""
     random_dataset = bench.dataset == "random"
     in_dist, out_dist = _dists(workload, bench)
-    inputs = sample_lengths(in_dist, n, rng, cap=max(model.max_context - 64, 64))
+    inputs = sample_lengths(in_dist, n, rng, cap=max(model.max_context - CONTEXT_MARGIN, 64))
     outputs = sample_lengths(out_dist, n, rng, cap=max(model.max_context // 2, 16))
     docs = _document_ids(workload.prefix, n, rng)
     doc_lengths = None if random_dataset else document_lengths(workload.prefix, in_dist,
-                                                                max(model.max_context - 64, 64))
+                                                                max(model.max_context - CONTEXT_MARGIN, 64))
     convs = rng.integers(0, workload.prefix.conversations, size=n) if workload.prefix.conversations else None
     schemas = _schemas(workload, n, rng)
     requests: list[SimRequest] = []

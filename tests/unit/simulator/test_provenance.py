@@ -59,3 +59,17 @@ def test_a_server_with_pipeline_stages_says_how_its_stages_were_simulated() -> N
     assert "pipeline stages (pp-size 2) were simulated as one instance running every layer in turn" in note
     plain = simulate_round(base, model, bind, seed=3, cost_model="analytic").provenance.note or ""
     assert "pipeline stages" not in plain
+
+
+def test_prompts_drawn_past_the_context_window_are_counted_in_the_note() -> None:
+    base = _bench(load("coding-assistant-round0"), 40)
+    model, _ = _binder(base)
+    short = msgspec.structs.replace(model, max_context=4096)  # a 4k window, as Llama-2's
+    workload = msgspec.structs.replace(base.workload, input=msgspec.structs.replace(
+        base.workload.input, median=3000, p95=6000))
+    scenario = msgspec.structs.replace(base, workload=workload)
+    bind = lambda server: _Described(model=short, hardware=scenario.hardware, server=server)  # noqa: E731
+    note = simulate_round(scenario, short, bind, seed=3, cost_model="analytic").provenance.note or ""
+    assert f"past {short.name}'s context window of 4,096 tokens and cut to it; SGLang refuses" in note
+    plain = simulate_round(base, model, _binder(base)[1], seed=3, cost_model="analytic").provenance.note or ""
+    assert "context window" not in plain
