@@ -13,7 +13,7 @@ import msgspec
 
 from service import calc
 from service.calc import CalcInputError, bounds
-from service.domain import ModelSpec, gpu_spec, resolve_model
+from service.domain import GPU_CATALOGUE, ModelSpec, gpu_spec, resolve_model
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 # The calculators' argument names as this command's options.
@@ -205,7 +205,7 @@ def weight_memory_command(model_ref: str | None, params: float | None, dtype: st
 
 
 @calc_group.command("threshold-batch")
-@click.option("--gpu", required=True, help="GPU from the catalogue (H100, H200, B200, A100, L40S).")
+@click.option("--gpu", required=True, help=f"GPU from the catalogue ({', '.join(GPU_CATALOGUE)}).")
 @click.option("--dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True)
 @_json_option
 def threshold_batch_command(gpu: str, dtype: str, as_json: bool) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from service.domain import SLO, Hardware, WorkloadProfile
+from service.domain import GPU_CATALOGUE, SLO, Hardware, WorkloadProfile
 from service.domain.deployment import RouterPolicy
 
 Text = Annotated[str, msgspec.Meta(max_length=1_000_000)]
@@ -33,7 +33,7 @@ class PlanCapacityInput(_Input, kw_only=True):
     """The casebook's capacity calculation for a model on a GPU set."""
 
     model: Annotated[str, msgspec.Meta(description="A shipped model id such as Qwen/Qwen3.6-27B.")]
-    gpu: Annotated[str, msgspec.Meta(description="GPU kind: H100-SXM, H200-SXM, B200, A100-80GB, L40S.")]
+    gpu: Annotated[str, msgspec.Meta(description=f"GPU kind: {', '.join(GPU_CATALOGUE)}.")]
     gpus: Annotated[int, msgspec.Meta(ge=1)] = 1
     weight_dtype: Literal["bf16", "fp8"] = "bf16"
     kv_dtype: Literal["bf16", "fp8_e5m2", "fp8_e4m3"] = "bf16"
