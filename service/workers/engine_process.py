@@ -178,6 +178,13 @@ class ProcessEngineExecutor:
         if job_id not in self._ready:  # its default action would kill the child: sent once it is ready
             self._held.setdefault(job_id, number)
             return True
+        return self._signal(job_id, number)
+
+    def _signal(self, job_id: str, number: int) -> bool:
+        """Send `number` to the child of `job_id`; False when it has no child or the child is gone."""
+        process = self._children.get(job_id)
+        if process is None or process.pid is None:
+            return False
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, number)
             return True
@@ -229,10 +236,8 @@ class ProcessEngineExecutor:
             if message.kind == "ready":
                 self._ready.add(job_id)
                 held = self._held.pop(job_id, None)
-                process = self._children.get(job_id)
-                if held is not None and process is not None and process.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(process.pid, held)
+                if held is not None:
+                    self._signal(job_id, held)
             elif message.kind == "round" and message.round is not None:
                 await journal.record_round(message.round)
                 conn.send_bytes(b"ok")

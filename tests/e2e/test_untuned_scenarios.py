@@ -29,6 +29,7 @@ from tests.e2e.untuned import (
     L40S_TP4,
     MOE_ONE_NODE,
     NEAR_THRESHOLD,
+    NEEDS_SIMULATED_CASEBOOK,
     NIGHTLY_MISS,
     NO_FIT,
     NO_START,
@@ -51,11 +52,7 @@ from tests.e2e.untuned import (
     to_toml,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif("simulated" not in HOST.components("runner") or "casebook" not in HOST.components("policy"),
-                       reason="needs the simulated runner and the casebook policy"),
-]
+pytestmark = NEEDS_SIMULATED_CASEBOOK
 CLI = str(Path(sys.executable).with_name("sglang-tuner"))
 
 

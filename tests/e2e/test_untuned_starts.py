@@ -7,17 +7,15 @@ Every job runs on the simulated runner with the casebook policy at seed 0, once 
 
 from __future__ import annotations
 
-import pytest
-
 from tests.e2e.untuned import (
     AGENTS_ROUND_ROBIN,
     CASE1_AT_512,
     DSV4_AGENTS,
     EP_TWO_GPUS,
     HICACHE_NO_SHARING,
-    HOST,
     KEPT,
     LONG_CONVERSATIONS,
+    NEEDS_SIMULATED_CASEBOOK,
     OVERLOAD,
     PD_FOUR_GPUS,
     PIPELINE_TWO_NODES,
@@ -31,11 +29,7 @@ from tests.e2e.untuned import (
     scenario_data,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif("simulated" not in HOST.components("runner") or "casebook" not in HOST.components("policy"),
-                       reason="needs the simulated runner and the casebook policy"),
-]
+pytestmark = NEEDS_SIMULATED_CASEBOOK
 
 
 # -- a branch far closer to a target no line meets ---------------------------------------------------------------

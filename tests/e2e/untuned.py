@@ -11,6 +11,8 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
+
 from service import Playbook, Scenario
 from service.engine import TuningOutcome, run_playbook
 from service.engine.report import ReportRound
@@ -45,6 +47,13 @@ def scenario_data(name: str, *, model: str, gpu: str, gpus: int, tp: int, replic
                   "warmup_requests": 4, **(bench or {})},
     }
 
+
+# The untuned-scenario tests run whole jobs on the simulated runner with the casebook policy.
+NEEDS_SIMULATED_CASEBOOK = [
+    pytest.mark.slow,
+    pytest.mark.skipif("simulated" not in HOST.components("runner") or "casebook" not in HOST.components("policy"),
+                       reason="needs the simulated runner and the casebook policy"),
+]
 
 def build(data: dict[str, Any], **changes: Any) -> Scenario:
     """The scenario of `data`, with top-level `changes` (a deep copy, so variants never share state)."""
