@@ -71,7 +71,56 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         path = parse_msgspec_path(str(exc))
         message = str(exc).split(" - at ")[0]
         raise InputFileError(f"{message} at `{dotted(path)}`", file=source, line=locate(text, path),
-                             field=dotted(path), hint="fix the value's type or range") from exc
+                             field=dotted(path), hint=_value_hint(type_, path, data)) from exc
+
+
+def _value_hint(type_: Any, path: list[PathPart], data: Any) -> str:
+    """The fix for a value msgspec refused: the values a choice field takes (and the nearest one), else the
+    generic advice. `mode = "constrained"` -> "valid values: none, prompt_only, json_schema"."""
+    choices = _choices(_field_type(mi.type_info(type_), path, data))
+    if not choices:
+        return "fix the value's type or range"
+    given = _at_or_none(data, path)
+    near = get_close_matches(str(given), [str(c) for c in choices], n=1, cutoff=0.5) if given is not None else []
+    shown = ", ".join(json.dumps(c) if isinstance(c, str) else repr(c) for c in choices)
+    return (f"did you mean {json.dumps(near[0])}? " if near else "") + f"valid values: {shown}"
+
+
+def _field_type(info: mi.Type, path: list[PathPart], data: Any) -> mi.Type | None:
+    """The declared type at `path` (through structs, lists and dicts), or None where the path leaves it."""
+    for part in path:
+        info = _unwrap(info, data)
+        if isinstance(info, mi.StructType) and isinstance(part, str):
+            field = next((f for f in info.fields if f.encode_name == part), None)
+            if field is None:
+                return None
+            info, data = field.type, data.get(part) if isinstance(data, dict) else None
+        elif isinstance(info, mi.ListType | mi.VarTupleType) and isinstance(part, int):
+            info = info.item_type
+            data = data[part] if isinstance(data, list) and part < len(data) else None
+        elif isinstance(info, mi.DictType):
+            info, data = info.value_type, data.get(part) if isinstance(data, dict) else None
+        else:
+            return None
+    return info
+
+
+def _choices(info: mi.Type | None) -> list[Any]:
+    """The values a Literal or Enum field accepts (an optional one's too), else []."""
+    if isinstance(info, mi.UnionType):
+        return [value for member in info.types for value in _choices(member)]
+    if isinstance(info, mi.LiteralType):
+        return list(info.values)
+    if isinstance(info, mi.EnumType):
+        return [member.value for member in info.cls]
+    return []
+
+
+def _at_or_none(data: Any, path: list[PathPart]) -> Any:
+    try:
+        return _at(data, path)
+    except (KeyError, IndexError, TypeError):
+        return None
 
 
 def _flag_value(value: Any) -> str | None:

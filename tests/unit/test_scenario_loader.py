@@ -79,6 +79,22 @@ def test_wrong_type_names_the_field_and_line(tmp_path):
     assert "Expected `int`" in str(info.value)
 
 
+def test_a_value_outside_a_choice_lists_the_choices_and_the_nearest(tmp_path):
+    path = _with(tmp_path, 'kind = "latency"', 'kind = "latncy"')
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.field == "objective.kind"
+    assert info.value.line == _line_of(path, 'kind = "latncy"')
+    assert info.value.hint is not None and info.value.hint.startswith('did you mean "latency"? valid values: ')
+    assert '"throughput"' in info.value.hint and '"cost"' in info.value.hint
+    # A choice inside an inline table, whose value matches none of them closely.
+    path = _with(tmp_path, "[workload]", '[workload]\nstructured_output = { mode = "constrained" }')
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.field == "workload.structured_output.mode"
+    assert info.value.hint == 'valid values: "json_schema", "none", "prompt_only"'
+
+
 def test_unknown_top_level_table(tmp_path):
     path = _with(tmp_path, "[slo]", "[sla]")
     with pytest.raises(InputFileError, match="unknown key `sla` in the top level .*did you mean `slo`"):
