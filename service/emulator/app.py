@@ -170,7 +170,7 @@ class EmulatorApp:
             state["avg_spec_accept_length"] = self.engine.metrics.spec_accept_length
         await send_json(send, {**settings, "status": "ready" if self.ready else "starting",
                                "max_total_num_tokens": resolved.pool_tokens, "max_total_tokens": resolved.pool_tokens,
-                               "max_req_input_len": self.context_len - 1, "startup_time": self.started,
+                               "max_req_input_len": self.max_req_input_len, "startup_time": self.started,
                                "internal_states": [state], "version": self.args.version, "frontend": "python"})
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -232,7 +232,15 @@ class EmulatorApp:
                     f"You requested a total of {prompt + gen.max_new_tokens} tokens: {prompt} tokens from the input "
                     f"messages and {gen.max_new_tokens} tokens for the completion. Please reduce the number of tokens "
                     "in the input messages or the completion to fit within the limit.")
+        if prompt >= self.max_req_input_len:  # the scheduler's check (`managers/utils.py` validate_input_length)
+            return (f"Input length ({prompt} tokens) exceeds the maximum allowed length ({self.max_req_input_len} "
+                    "tokens). Use a shorter input or enable --allow-auto-truncate.")
         return None
+
+    @property
+    def max_req_input_len(self) -> int:
+        """SGLang's `max_req_len - 5`, with `max_req_len = min(context length, KV pool) - 1` (`tp_worker.py`)."""
+        return min(self.context_len, self.engine.resolved.pool_tokens) - 1 - 5
 
     async def _refuse(self, send: Send, gen: Generation, message: str, openai: bool) -> None:
         if not gen.stream:

@@ -79,7 +79,8 @@ class EmulatedEngine:
             ignore_eos=pool_tokens is None, mask_seconds=0.0,
             step_factor=self.balance.step_factor(cached_cost.includes_expert_skew()) if self.balance else 1.0,
             host_link_bytes_per_s=hardware.spec.pcie_gbps * 1e9,
-            prefill_decode_interval=int(args.get("prefill_decode_interval", 0) or 0))
+            prefill_decode_interval=int(args.get("prefill_decode_interval", 0) or 0),
+            max_req_len=min(model.max_context, resolved.pool_tokens) - 1)
         # One emulated server sees the host's free memory alone, as SGLang's check at its own start does.
         cache = RadixCache(page_size=resolved.page_size, enabled=not server.disable_radix_cache,
                            host_capacity=host_pool_tokens(resolved, server, hardware, 1.0),
@@ -117,6 +118,7 @@ class EmulatedEngine:
         ids = prompt_ids or [0]
         sim = SimRequest(rid=rid, blocks=blocks_of(ids), input_len=len(ids), output_len=output,
                          max_new_tokens=output)
+        self.worker.refusal(sim)  # caps max_new_tokens to the pool; the app has refused a prompt it cannot hold
         live = LiveRequest(sim=sim, prompt_ids=ids, arrived=self.now())
         self.live[rid] = live
         self.metrics.on_arrival(len(ids))

@@ -159,7 +159,8 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
             mask_seconds=MASK_SECONDS.get(backend, 0.0) if backend else 0.0,
             host_link_bytes_per_s=_host_link(hardware),
             prefill_decode_interval=_int_flag(server, "--prefill-decode-interval"),
-            fallback_step_factor=balance.step_factor(False) if balance else None)
+            fallback_step_factor=balance.step_factor(False) if balance else None,
+            max_req_len=min(model.max_context, resolved.pool_tokens) - 1)
         workers.append(Worker(setup, cache, recorder, rng, on_finish))
     return workers
 

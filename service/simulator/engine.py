@@ -158,6 +158,11 @@ class EventLoop:
         self._await_grammar(w)
 
     def _arrive(self, r: SimRequest, worker: Worker) -> None:
+        if (refusal := worker.refusal(r)) is not None:
+            r.worker = worker.setup.index
+            r.aborted, r.failure = True, refusal
+            self.finished(r, self.now)
+            return
         worker.enqueue(r)
         self._kick(worker)
 

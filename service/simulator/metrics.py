@@ -158,6 +158,10 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
         notes.append(f"prompt-only JSON: {sum(failures.values()) / n:.2%} of outputs invalid ({split})")
     if outcome.truncated:
         notes.append("the simulation hit its event limit before every request finished")
+    if cut := [r for r in outcome.measured if r.output_cut]:
+        notes.append(f"{len(cut)} of {len(outcome.measured)} requests stopped {sum(r.output_cut for r in cut):,} output "
+                     "tokens short: prompt and output together exceed the KV pool, and SGLang caps max_new_tokens "
+                     "to fit it (max_req_len)")
     price = scenario.hardware.gpu_hour_price * scenario.deployment.total_gpus()
     cost = price / (bench.output_throughput * 3600 / 1e6) if bench.output_throughput > 0 else None
     balances = [p.balance for p in cluster.pools.values() if p.balance is not None]

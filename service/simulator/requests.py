@@ -75,6 +75,7 @@ class SimRequest:
     issued: float = 0.0
     aborted: bool = False
     failure: str = ""
+    output_cut: int = 0  # output tokens the server's max_req_len took off (SGLang caps max_new_tokens)
 
     @property
     def remaining_prefill(self) -> int:

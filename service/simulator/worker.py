@@ -49,6 +49,8 @@ class WorkerSetup:
     # The factor for a step the cost model answered analytically (its fallback): a fallback step carries no
     # measured routing skew, so it takes the whole imbalance, not the part relative to the measured rows.
     fallback_step_factor: float | None = None
+    # SGLang's `max_req_len`: min(context length, KV pool) - 1 (`managers/tp_worker.py`); 0 leaves requests as drawn.
+    max_req_len: int = 0
 
 
 class Worker:
@@ -98,6 +100,24 @@ class Worker:
         return self.available >= tokens
 
     # -- queue ----------------------------------------------------------------------------------------
+
+    def refusal(self, req: SimRequest) -> str | None:
+        """Why this server refuses `req` at its door, else None after bounding its output as SGLang does.
+
+        A prompt of `max_req_len - 5` tokens or more is refused (`validate_input_length`, no auto-truncate);
+        a shorter one has `max_new_tokens` cut to `max_req_len - input - 1` (`init_req_max_new_tokens`), so a
+        request always fits an empty pool and none waits forever for room it can never have.
+        """
+        limit = self.setup.max_req_len
+        if limit <= 0:
+            return None
+        if req.input_len >= limit - 5:
+            return (f"refused: prompt longer than the {limit - 5:,} tokens SGLang admits (KV pool of "
+                    f"{self.res.pool_tokens:,} tokens per instance)")
+        req.max_new_tokens = min(req.max_new_tokens, limit - req.input_len - 1)
+        if req.output_len > req.max_new_tokens:
+            req.output_cut, req.output_len = req.output_len - req.max_new_tokens, req.max_new_tokens
+        return None
 
     def enqueue(self, req: SimRequest, front: bool = False) -> None:
         if self.setup.role != "decode":
