@@ -158,6 +158,12 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
         notes.append(f"prompt-only JSON: {sum(failures.values()) / n:.2%} of outputs invalid ({split})")
     if outcome.truncated:
         notes.append("the simulation hit its event limit before every request finished")
+    # Nothing left to run while requests wait: the simulated scheduler could never place them. They count as
+    # failed, so a round that lost requests is never read as a clean one.
+    stuck = 0 if outcome.truncated else sum(1 for r in outcome.measured if r.finish < 0 and not r.aborted)
+    if stuck:
+        notes.append(f"{stuck} of {len(outcome.measured)} requests never finished: the simulated scheduler had "
+                     "nothing it could run while they waited")
     if cut := [r for r in outcome.measured if r.output_cut]:
         notes.append(f"{len(cut)} of {len(outcome.measured)} requests stopped {sum(r.output_cut for r in cut):,} output "
                      "tokens short: prompt and output together exceed the KV pool, and SGLang caps max_new_tokens "
@@ -168,13 +174,13 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
     steps = sum(w.steps for w in cluster.all_workers()) * cluster.scale
     fallback = sum(c.fallback_steps() for c in cluster.costs) * cluster.scale
     return RoundResult(
-        status=RoundStatus.PARTIAL if aborted or outcome.truncated else RoundStatus.OK,
+        status=RoundStatus.PARTIAL if aborted or stuck or outcome.truncated else RoundStatus.OK,
         provenance=Provenance(source=Source.SIMULATED, runner="simulated", cost_model=cost_model,
                               cost_model_fallback_steps=fallback, cost_model_steps=steps,
                               cost_model_detail=cost_model_detail(cluster),
                               sglang_version=scenario.sglang_version, note="; ".join(cluster.notes)),
         bench=bench, server=server,
-        failure_rate=(sum(failures.values()) + aborted) / n,
+        failure_rate=(sum(failures.values()) + aborted + stuck) / n,
         expert_imbalance=max(b.expert_imbalance for b in balances) if balances else None,
         cost_per_1m_output_tokens=cost,
         samples=RequestSamples(

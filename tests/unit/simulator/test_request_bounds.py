@@ -55,3 +55,16 @@ def test_a_prompt_the_pool_cannot_hold_is_refused_and_counted_as_a_failure() -> 
     assert result.failure_rate == 1.0 and result.bench.completed == 0
     assert result.error is not None and "refused: prompt longer than the" in result.error
     assert f"KV pool of {pool:,} tokens per instance" in result.error
+
+
+def test_requests_the_scheduler_never_places_make_a_partial_round_not_a_clean_one(monkeypatch) -> None:  # noqa: ANN001
+    # Without SGLang's bound a request larger than the pool waits forever: the round must say so.
+    from service.simulator.worker import Worker
+
+    monkeypatch.setattr(Worker, "refusal", lambda self, req: None)
+    _, pool = _on_one_l4(100, 10)
+    scenario, _ = _on_one_l4(pool - 300, 1_000)
+    result = run(scenario)
+    assert result.status is RoundStatus.PARTIAL
+    assert result.bench.completed < 12 and result.failure_rate > 0
+    assert any("requests never finished: the simulated scheduler had nothing it could run" in n for n in result.notes)
