@@ -71,12 +71,14 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         path = parse_msgspec_path(str(exc))
         message = str(exc).split(" - at ")[0]
         raise InputFileError(f"{message} at `{dotted(path)}`", file=source, line=locate(text, path),
-                             field=dotted(path), hint=_value_hint(type_, path, data)) from exc
+                             field=dotted(path), hint=_value_hint(type_, path, data, message)) from exc
 
 
-def _value_hint(type_: Any, path: list[PathPart], data: Any) -> str:
+def _value_hint(type_: Any, path: list[PathPart], data: Any, message: str) -> str:
     """The fix for a value msgspec refused: the values a choice field takes (and the nearest one), else the
     generic advice. `mode = "constrained"` -> "valid values: none, prompt_only, json_schema"."""
+    if missing := re.match(r"Object missing required field `([^`]+)`", message):
+        return f"add `{missing.group(1)}` to it"
     choices = _choices(_field_type(mi.type_info(type_), path, data))
     if not choices:
         return "fix the value's type or range"

@@ -95,6 +95,14 @@ def test_a_value_outside_a_choice_lists_the_choices_and_the_nearest(tmp_path):
     assert info.value.hint == 'valid values: "json_schema", "none", "prompt_only"'
 
 
+def test_a_missing_required_field_is_named_in_the_fix(tmp_path):
+    path = _with(tmp_path, "[workload]", '[[quality]]\nsubject = "fp8"\n\n[workload]')
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.field == "quality[0]"
+    assert info.value.hint == "add `metrics` to it"
+
+
 def test_unknown_top_level_table(tmp_path):
     path = _with(tmp_path, "[slo]", "[sla]")
     with pytest.raises(InputFileError, match="unknown key `sla` in the top level .*did you mean `slo`"):
