@@ -37,7 +37,15 @@ def decide_ending(state: EngineState, checks: list[SLOCheck], max_errors: int, r
     if not state.baseline_measured:
         errors = _errors(rounds)
         last = errors[-1] if errors else "no result"
-        if any(r.config_fault for round_ in rounds for r in round_.results):
+        faults = [r for round_ in rounds for r in round_.results if r.config_fault]
+        if faults and all(r.error_phase == "load" for r in faults):
+            return Ending(JobState.FAILED, f"the starting deployment cannot serve the workload: {last} (the same "
+                                           "deployment refuses the same requests on every launch, so it was not "
+                                           "measured again; for prompts past the KV pool, give each instance a "
+                                           "larger one: more GPUs per instance, an FP8 KV cache, a smaller "
+                                           "--chunked-prefill-size or a larger --mem-fraction-static; for prompts "
+                                           "past the context window, shorten them; then submit the job again)")
+        if faults:
             return Ending(JobState.FAILED, f"the starting deployment cannot start: {last} (a fault of the "
                                            "configuration, so it was not launched again; fix the deployment and "
                                            "submit the job again)")

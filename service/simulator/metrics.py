@@ -133,6 +133,10 @@ def cost_model_detail(cluster: Cluster) -> str:
     return " | ".join(f"{'/'.join(who)}: {text}" for text, who in roles.items())
 
 
+# How a request refused at the server's door reads (`Worker.refusal`, a trace's over-window record).
+REFUSED = "refused: "
+
+
 def _failures(outcome: Outcome) -> str:
     """Failed requests by reason: "12 requests aborted: KV cache pool exhausted; 3 requests refused: ..."."""
     reasons: dict[str, int] = {}
@@ -190,5 +194,9 @@ def round_result(scenario: Scenario, outcome: Outcome, cluster: Cluster, cost_mo
                      for r in done],
             output_tokens=[r.output_len for r in done]),
         error=_failures(outcome) if aborted else None,
+        error_phase="load" if aborted else None,
+        # A prompt refused for the deployment's limits (its KV pool, the context window) is refused the same way on
+        # every launch: measuring the deployment again cannot change it.
+        config_fault=any(r.aborted and r.failure.startswith(REFUSED) for r in outcome.measured),
         notes=notes,
     )

@@ -47,5 +47,6 @@ def test_an_output_past_the_pool_is_cut_and_a_prompt_past_it_refused() -> None:
     scenario, _ = _scenario(pool, 20)
     refused = _round(scenario)
     assert refused.status is RoundStatus.FAILED and refused.bench.completed == 0  # every request refused
+    assert refused.config_fault  # the same launch refuses the same prompts: not a failure to retry
     assert f"exceeds the maximum allowed length ({pool - 6} tokens)" in (refused.error or "")
     assert "enable --allow-auto-truncate" in (refused.error or "")

@@ -23,12 +23,22 @@ LOG_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 CAUSES = ("validation", "engine_missing", "router_missing", "port_in_use", "launch_exit", "host_memory", "oom",
           "cuda_graph_capture", "start_timeout", "health_timeout", "worker_died", "scheduler_stalled",
-          "watchdog_timeout", "deadline", "retraction_storm", "requests_failed")
+          "watchdog_timeout", "deadline", "retraction_storm", "requests_failed", "requests_refused")
 
 
 # Causes a second launch of the same configuration meets again (a timeout, a port or a dead worker may not).
 CONFIG_FAULTS = frozenset({"validation", "engine_missing", "router_missing", "ray_missing", "host_memory", "oom",
-                           "cuda_graph_capture"})
+                           "cuda_graph_capture", "requests_refused"})
+
+# SGLang's refusals of a request longer than the server admits: the context window (`tokenizer_manager.py`
+# _validate_one_request) and the KV pool (`managers/utils.py` validate_input_length). The same deployment
+# refuses the same prompt on every launch.
+LIMIT_REFUSALS = ("exceeds the maximum allowed length", "maximum context length", "longer than the model's context")
+
+
+def refused_for_limits(error: str) -> bool:
+    """Whether `error` is SGLang refusing a request for the deployment's length limits."""
+    return any(text in error for text in LIMIT_REFUSALS)
 
 
 class RoundFailure(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugins.runners.local.failures import CONFIG_FAULTS, RoundFailure
+from plugins.runners.local.failures import CONFIG_FAULTS, RoundFailure, refused_for_limits
 from service import (
     BenchFigures,
     PhaseResult,
@@ -78,7 +78,9 @@ def measured(scenario: Scenario, origin: Provenance, bench: BenchFigures, server
         expert_imbalance=1.0 / balance if balance else None,
         failure_rate=(failures + invalid_total) / max(attempted, 1), cost_per_1m_output_tokens=cost, samples=samples,
         error=f"{failures} of {attempted} requests failed; first: {first_error}" if failures else None,
-        error_phase="load" if failures else None, notes=notes)
+        error_phase="load" if failures else None, config_fault=bool(failures) and refused_for_limits(first_error),
+        notes=notes)
+
 
 
 def warm_note(warmed: PhaseResult, warm_prompts: int, time_scale: float) -> str:

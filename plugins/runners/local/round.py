@@ -20,7 +20,7 @@ import httpx
 import msgspec
 
 from plugins.runners.local.binds import bind_warnings
-from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited
+from plugins.runners.local.failures import RoundFailure, cause_from_log, dead_process, exited, refused_for_limits
 from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch, process_env
 from plugins.runners.local.lifetime import group_members
 from plugins.runners.local.ports import busy_ports, worker_listeners
@@ -239,7 +239,8 @@ class LocalRound:
         samples = request_samples(load.outcomes, time_scale=self.scale)
         first_error = next((o.error for o in load.outcomes if not o.success), "")
         if bench.completed == 0:
-            raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
+            cause = "requests_refused" if refused_for_limits(first_error) else "requests_failed"
+            raise RoundFailure(cause, "load", f"no request succeeded; first error: {first_error}")
         limit = self.settings.retraction_storm_per_request * bench.completed
         if server.num_retracted_requests_total > limit:
             storm = RoundFailure("retraction_storm", "load",

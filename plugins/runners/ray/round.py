@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from plugins.runners.local.failures import RoundFailure
+from plugins.runners.local.failures import RoundFailure, refused_for_limits
 from plugins.runners.local.launch import LaunchSpec, engine_of, plan_launch
 from plugins.runners.local.results import accept_length, failed, measured, provenance, warm_note
 from plugins.runners.local.scrape import counter_deltas, missing_note, server_metrics
@@ -276,7 +276,8 @@ class RayRound:
             self.notes.append(warm_note(out["warmed"], self.scenario.bench.warm_prompts, self.scale))
         first_error = next((o.error for o in load.outcomes if not o.success), "")
         if bench.completed == 0:
-            raise RoundFailure("requests_failed", "load", f"no request succeeded; first error: {first_error}")
+            cause = "requests_refused" if refused_for_limits(first_error) else "requests_failed"
+            raise RoundFailure(cause, "load", f"no request succeeded; first error: {first_error}")
         limit = self.settings.retraction_storm_per_request * bench.completed
         if server.num_retracted_requests_total > limit:
             storm = RoundFailure("retraction_storm", "load", f"{server.num_retracted_requests_total} retractions for "
