@@ -44,6 +44,7 @@ from service.engine.ending import Ending, decide_ending
 from service.engine.estimate import latency_capacity
 from service.engine.events import EventCallback, EventSink, JobEvent
 from service.engine.fallback import fall_back_to_best_passing
+from service.engine.gated import gated_levers
 from service.engine.journal import NullJournal, RoundJournal
 from service.engine.measure import mean_result
 from service.engine.outcome import TuningOutcome, build_outcome, objective_met
@@ -323,6 +324,8 @@ class TuningEngine(CandidateRounds):
             self.state.latency_capacity = await latency_capacity(
                 self.state.accepted, self.state.baseline, checks, self.parts.round_context, self.parts.policy,
                 self.seed)
+            self.state.gated_levers = await gated_levers(self.state.accepted, checks, self.job.rounds,
+                                                         self.parts.round_context, self.parts.policy, self.seed)
         move_job(self.job, ending.state, ending.reason)
         outcome = build_outcome(self.job, self.initial, self.state, self.budget, checks, seed=self.seed)
         await self._event("job_finished", state=ending.state.value, message=ending.reason)

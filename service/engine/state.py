@@ -58,6 +58,8 @@ class EngineState:
     final_note: str = ""
     # For a final deployment that misses a latency target: the replicas that meet it in simulation.
     latency_capacity: list[str] = field(default_factory=list)
+    # For a job that ends short of its SLO: each change the quality gate held back, simulated on the final deployment.
+    gated_levers: list[str] = field(default_factory=list)
     # The line being walked: its branch's root round (None: the main line), the baseline round and the
     # rounds kept on it, the delta keys it inherited from its parent line and the techniques its parent ran.
     line: int | None = None

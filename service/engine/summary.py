@@ -66,6 +66,7 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
             lines.append("No GPU count is estimated for a latency target: more replicas shorten a tail that comes "
                          "from load (queued requests, prefills competing), not the time one request takes alone; "
                          "see the rounds for the figure closest to it.")
+        lines += state.gated_levers
     elif job.state is JobState.SUCCEEDED and checks:
         lines.append("The final deployment meets every SLO target.")
     if state.baseline_measured and (demand := peak_demand(final.scenario, final.results)):
