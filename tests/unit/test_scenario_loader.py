@@ -17,6 +17,12 @@ def _with(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
+def _refused(path: Path) -> InputFileError:
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    return info.value
+
+
 def _line_of(path: Path, needle: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
 
@@ -80,27 +86,21 @@ def test_wrong_type_names_the_field_and_line(tmp_path):
 
 
 def test_a_value_outside_a_choice_lists_the_choices_and_the_nearest(tmp_path):
-    path = _with(tmp_path, 'kind = "latency"', 'kind = "latncy"')
-    with pytest.raises(InputFileError) as info:
-        load_scenario(path)
-    assert info.value.field == "objective.kind"
-    assert info.value.line == _line_of(path, 'kind = "latncy"')
-    assert info.value.hint is not None and info.value.hint.startswith('did you mean "latency"? valid values: ')
-    assert '"throughput"' in info.value.hint and '"cost"' in info.value.hint
+    error = _refused(_with(tmp_path, 'kind = "latency"', 'kind = "latncy"'))
+    assert error.field == "objective.kind"
+    assert error.line == _line_of(tmp_path / "scenario.toml", 'kind = "latncy"')
+    assert error.hint is not None and error.hint.startswith('did you mean "latency"? valid values: ')
+    assert '"throughput"' in error.hint and '"cost"' in error.hint
     # A choice inside an inline table, whose value matches none of them closely.
-    path = _with(tmp_path, "[workload]", '[workload]\nstructured_output = { mode = "constrained" }')
-    with pytest.raises(InputFileError) as info:
-        load_scenario(path)
-    assert info.value.field == "workload.structured_output.mode"
-    assert info.value.hint == 'valid values: "json_schema", "none", "prompt_only"'
+    error = _refused(_with(tmp_path, "[workload]", '[workload]\nstructured_output = { mode = "constrained" }'))
+    assert error.field == "workload.structured_output.mode"
+    assert error.hint == 'valid values: "json_schema", "none", "prompt_only"'
 
 
 def test_a_missing_required_field_is_named_in_the_fix(tmp_path):
-    path = _with(tmp_path, "[workload]", '[[quality]]\nsubject = "fp8"\n\n[workload]')
-    with pytest.raises(InputFileError) as info:
-        load_scenario(path)
-    assert info.value.field == "quality[0]"
-    assert info.value.hint == "add `metrics` to it"
+    error = _refused(_with(tmp_path, "[workload]", '[[quality]]\nsubject = "fp8"\n\n[workload]'))
+    assert error.field == "quality[0]"
+    assert error.hint == "add `metrics` to it"
 
 
 def test_unknown_top_level_table(tmp_path):
