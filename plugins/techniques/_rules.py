@@ -173,6 +173,27 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     return tp
 
 
+def no_smaller_tp(model: ModelSpec, scenario: Scenario) -> str:
+    """Why `smallest_replica_tp` leaves the deployment's TP as it is, with the figure that decides it."""
+    server = main_server(scenario)
+    tp, hbm = server.tp_size, scenario.hardware.spec.hbm_gb
+    if tp <= 1:
+        return "TP1 is already the smallest TP."
+    half = tp // 2
+    weights = weight_gb_per_gpu(model, server, half)
+    if not (model.is_moe or scenario.hardware.spec.nvlink_gbps <= 0):
+        return (f"At TP{half} the weights would take {weights:.0f} GiB of each {hbm:g} GB GPU ({weights / hbm:.0%}), "
+                "more than the quarter the casebook's replica splits leave them (the rest holds long-context KV): "
+                f"TP{tp} stays one instance.")
+    if weights >= hbm:
+        return f"At TP{half} the weights alone ({weights:.0f} GiB) would not fit a {hbm:g} GB GPU: TP{tp} stays one instance."
+    if not model.is_moe and weights > 0.5 * hbm:
+        return (f"At TP{half} the weights would take {weights:.0f} GiB of each {hbm:g} GB GPU ({weights / hbm:.0%}), "
+                f"more than half, too little left for KV, activations and graphs: TP{tp} stays one instance.")
+    short = kv_shortfall(model, scenario, at_tp(server, half), scenario.deployment.total_gpus() // half)
+    return f"At TP{half} {short or 'no instance would hold its share of the load'}: TP{tp} stays one instance."
+
+
 def kv_need(scenario: Scenario, replicas: int) -> tuple[float, int, int]:
     """(clients per instance, p95 context, the tokens they hold): casebook "Capacity Calculation", every request
     in flight at the p95 context ("p95 scenario (28,000 tokens x 25 requests)")."""

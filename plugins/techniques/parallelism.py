@@ -11,6 +11,7 @@ from plugins.techniques._rules import (
     clients_of,
     fit_balance,
     main_server,
+    no_smaller_tp,
     replica_split,
     router_note,
     sharing_rate,
@@ -133,7 +134,7 @@ class Parallelism(Technique):
                                        "over more GPUs (case 1: 'If the ITL SLO were tighter, like 15ms, the "
                                        "opposite conclusion would have been necessary').")
         if tp <= target and not _staged(ctx):
-            return Applicability(False, f"TP{tp} is already the smallest TP that leaves room for KV.")
+            return Applicability(False, no_smaller_tp(ctx.model, ctx.scenario))
         if _staged(ctx) and _split_sizes(ctx, tp):
             return Applicability(True, f"TP{tp} x PP{server.pp_size} runs each token through {server.pp_size} "
                                        "pipeline stages in turn; within one node the same GPUs as one TP instance "

@@ -43,7 +43,34 @@ def test_a_dense_model_keeps_the_weight_rule_the_casebook_splits_by() -> None:
     assert kv_shortfall(ctx.model, scen, ServerConfig(model_path=dense, tp_size=2),
                         2) is None
     assert smallest_replica_tp(ctx.model, scen) == 4
-    assert not PARALLELISM.applicable(ctx).applicable
+    verdict = PARALLELISM.applicable(ctx)
+    assert not verdict.applicable
+    # The reason gives the figure the rule decides by, not a claim that TP2 would leave no room for KV.
+    assert verdict.reason == ("At TP2 the weights would take 25 GiB of each 80 GB GPU (31%), more than the quarter "
+                              "the casebook's replica splits leave them (the rest holds long-context KV): TP4 stays "
+                              "one instance.")
+
+
+def test_where_the_kv_rule_decides_the_reason_names_the_pool_or_the_weights() -> None:
+    # The MoE on two H100s at 64 clients: TP1 starts, but its pool is short of its 32 clients' p95 context.
+    scen = scenario(MOE, "H100-SXM", 2, deployment(MOE, tp=2), clients=64, workload=RAG)
+    verdict = PARALLELISM.applicable(context(scen))
+    assert not verdict.applicable
+    assert verdict.reason.startswith("At TP1 it would not start: ") or (
+        verdict.reason.startswith("At TP1 its KV pool of ") and "p95 context of 14,500 tokens" in verdict.reason)
+    # The 27B in BF16 on two 48 GB L40S: at TP1 its 50 GiB of weights do not fit one GPU.
+    dense = "Qwen/Qwen3.6-27B"
+    scen = scenario(dense, "L40S", 2, deployment(dense, tp=2), clients=8)
+    verdict = PARALLELISM.applicable(context(scen))
+    assert not verdict.applicable
+    assert verdict.reason == "At TP1 the weights alone (50 GiB) would not fit a 48 GB GPU: TP2 stays one instance."
+    # The 9B in BF16 (17 GiB) as TP2 on two 24 GB L4s: at TP1 more than half of the GPU.
+    small = "Qwen/Qwen3.6-9B"
+    scen = scenario(small, "L4", 2, deployment(small, tp=2), clients=8)
+    verdict = PARALLELISM.applicable(context(scen))
+    assert not verdict.applicable
+    assert verdict.reason.startswith("At TP1 the weights would take 17 GiB of each 24 GB GPU (")
+    assert "more than half, too little left for KV, activations and graphs: TP2 stays one instance." in verdict.reason
 
 
 def test_without_nvlink_a_dense_model_is_split_where_its_kv_fits_and_half_the_gpu_stays_free() -> None:
