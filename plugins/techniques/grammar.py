@@ -112,6 +112,23 @@ class Grammar(Technique):
         if out.dynamic_schemas or out.cache_warmed:
             return []
         warmed = msgspec.structs.replace(out, cache_warmed=True)
-        return [ConfigDelta(technique=self.name, summary=f"warm the grammar cache ({out.schemas} schemas)",
+        return [ConfigDelta(technique=self.name, summary=f"warm the grammar cache ({out.schemas} schemas"
+                                                         f"{_startup_cost(backend, out.schemas)})",
                             workload=msgspec.structs.replace(workload, structured_output=warmed),
                             artifacts={"warm_grammar.sh": WARM_SCRIPT})]
+
+
+# Casebook case 4's table: outlines compiles a complex schema for 40 s to 10 minutes, on the calling thread; the
+# simulator draws a median of 60 s. xgrammar (40-400 ms) and llguidance (almost none) warm in seconds.
+OUTLINES_COMPILE_S = 60.0
+
+
+def _startup_cost(backend: str, schemas: int) -> str:
+    """What warming costs at startup where it is more than seconds: outlines compiles one schema at a time for a
+    minute or more (`warm_grammar.sh` sends them one after another), so 30 schemas hold a new server about 30 min
+    before it should take traffic."""
+    if backend != "outlines" or schemas <= 0:
+        return ""
+    minutes = schemas * OUTLINES_COMPILE_S / 60
+    return (f"; on outlines each compiles for 40 s to 10 min, about {minutes:.0f} min before a new server should "
+            "take traffic")

@@ -91,3 +91,14 @@ def test_json_asked_for_in_the_prompt_only_gets_a_backend_and_schemas() -> None:
     [delta] = GRAMMAR.propose(ctx)
     assert delta.set_server == {"grammar_backend": "xgrammar"}
     assert delta.workload.structured_output.mode == "json_schema"
+
+
+def test_warming_on_outlines_says_how_long_a_new_server_compiles_before_taking_traffic() -> None:
+    # Casebook case 4: outlines compiles a complex schema for 40 s to 10 min, one at a time. Warming is still
+    # the step for a static set on it (its per-token cost is the lowest), but the startup it costs is said.
+    [delta] = GRAMMAR.propose(on_backend("outlines", dynamic=False))
+    assert delta.workload.structured_output.cache_warmed
+    assert delta.summary == ("warm the grammar cache (40 schemas; on outlines each compiles for 40 s to 10 min, "
+                             "about 40 min before a new server should take traffic)")
+    [quick] = GRAMMAR.propose(on_backend("xgrammar", dynamic=False))
+    assert quick.summary == "warm the grammar cache (40 schemas)"
