@@ -37,7 +37,7 @@ from service.emulator.json_output import DEFAULT_FAILURE_RATE
 from service.emulator.nodes import node_layout, rendezvous
 from service.plugin_host import PluginHost
 from service.simulator import ServerStartError
-from service.simulator.memory import HostMemoryShort
+from service.simulator.memory import HostMemoryShort, context_window
 
 ENV = "SGLANG_TUNER_EMULATOR_"
 DEFAULT_VERSION = "0.5.23"
@@ -198,7 +198,8 @@ def _listen(args: ServerArgs, model: ModelSpec, engine: EmulatedEngine, fault: F
     rendezvous(args, log)
     if node_layout(args)[1] > 0:
         return _serve_dummy_health(args, uvicorn)
-    app = EmulatorApp(args, engine, fault=fault, log=log, context_len=model.max_context,
+    window = context_window(model, args.get("context_length"))
+    app = EmulatorApp(args, engine, fault=fault, log=log, context_len=window,
                       model_type=str(model.architecture), architectures=[model.name],
                       json_failure_rate=json_failure_rate)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False,

@@ -72,6 +72,13 @@ class ResolvedServer:
         return self.pool_tokens / max(self.attention_dp, 1) * self.kv_bytes_per_gpu_token * self.world_size
 
 
+def context_window(model: ModelSpec, context_length: object) -> int:
+    """The server's context length: the model's `max_position_embeddings`, or a smaller `--context-length`."""
+    if isinstance(context_length, int | float) and not isinstance(context_length, bool) and context_length > 0:
+        return min(model.max_context, int(context_length))
+    return model.max_context
+
+
 def default_chunked_prefill(hbm_gb: float) -> tuple[int, int]:
     """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, from `memory_hook.py`."""
     if hbm_gb < 20:

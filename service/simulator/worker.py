@@ -112,8 +112,9 @@ class Worker:
         if limit <= 0:
             return None
         if req.input_len >= limit - 5:
-            return (f"refused: prompt longer than the {limit - 5:,} tokens SGLang admits (KV pool of "
-                    f"{self.res.pool_tokens:,} tokens per instance)")
+            bound = (f"KV pool of {self.res.pool_tokens:,} tokens per instance" if limit >= self.res.pool_tokens - 1
+                     else f"context length of {limit + 1:,} tokens")
+            return f"refused: prompt longer than the {limit - 5:,} tokens SGLang admits ({bound})"
         req.max_new_tokens = min(req.max_new_tokens, limit - req.input_len - 1)
         if req.output_len > req.max_new_tokens:
             req.output_cut, req.output_len = req.output_len - req.max_new_tokens, req.max_new_tokens

@@ -50,3 +50,14 @@ def test_an_output_past_the_pool_is_cut_and_a_prompt_past_it_refused() -> None:
     assert refused.config_fault  # the same launch refuses the same prompts: not a failure to retry
     assert f"exceeds the maximum allowed length ({pool - 6} tokens)" in (refused.error or "")
     assert "enable --allow-auto-truncate" in (refused.error or "")
+
+
+def test_a_server_context_length_is_the_window_the_emulator_refuses_by() -> None:
+    scenario, _ = _scenario(1_200, 20)
+    group = scenario.deployment.groups[0]
+    server = msgspec.structs.replace(group.server, extra={**group.server.extra, "--context-length": 1024})
+    scenario = msgspec.structs.replace(scenario, deployment=msgspec.structs.replace(
+        scenario.deployment, groups=[msgspec.structs.replace(group, server=server)]))
+    refused = _round(scenario)
+    assert refused.status is RoundStatus.FAILED and refused.config_fault
+    assert "longer than the model's context length (1024 tokens)" in (refused.error or "")

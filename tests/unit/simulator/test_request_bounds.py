@@ -68,3 +68,17 @@ def test_requests_the_scheduler_never_places_make_a_partial_round_not_a_clean_on
     assert result.status is RoundStatus.PARTIAL
     assert result.bench.completed < 12 and result.failure_rate > 0
     assert any("requests never finished: the simulated scheduler had nothing it could run" in n for n in result.notes)
+
+
+def test_a_server_context_length_below_the_pool_bounds_requests_by_the_window() -> None:
+    # `--context-length 2048` on an L4 whose pool holds more: the window, not the pool, refuses a longer prompt.
+    scenario, pool = _on_one_l4(2_100, 50)
+    assert pool > 2_100
+    group = scenario.deployment.groups[0]
+    server = msgspec.structs.replace(group.server, extra={**group.server.extra, "--context-length": 2048})
+    scenario = msgspec.structs.replace(scenario, deployment=msgspec.structs.replace(
+        scenario.deployment, groups=[msgspec.structs.replace(group, server=server)]))
+    result = run(scenario)
+    assert result.bench.completed == 0 and result.failure_rate == 1.0
+    assert result.error is not None
+    assert "refused: prompt longer than the 2,042 tokens SGLang admits (context length of 2,048 tokens)" in result.error
