@@ -241,6 +241,13 @@ class RouterPolicy(Technique):
             return Applicability(False, "PD routers are set by pd_disaggregation (cache_aware prefill, "
                                         "power_of_two decode).")
         preferred = preferred_policy(ctx)
+        if _single_unified(ctx) and (ranks := _dp_ranks(ctx)) and not lone_client(ctx):
+            tp = main_server(ctx.scenario).tp_size
+            return Applicability(True, f"dp-size {ranks} hands requests to its {ranks} ranks in turn (SGLang's DP "
+                                       "controller: round_robin), each rank with its own radix cache; as "
+                                       f"{ranks} TP{tp} replicas behind the router, sharing rate "
+                                       f"{sharing_rate(ctx.scenario):.2f} favours {preferred} (casebook case 2: "
+                                       "round-robin scatters shared prefixes).")
         if _single_unified(ctx):
             if deployment.total_gpus() < 2 * smallest_replica_tp(ctx.model, ctx.scenario):
                 return Applicability(False, "Too few GPUs for two replicas, so there is nothing to route.")
@@ -266,6 +273,15 @@ class RouterPolicy(Technique):
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
         compare = _compared(ctx)
+        if _single_unified(ctx) and (ranks := _dp_ranks(ctx)):
+            tp = main_server(ctx.scenario).tp_size
+            out = []
+            for policy in compare:
+                split = replica_split(ctx.scenario, tp, policy)
+                out.append(ConfigDelta(technique=self.name, summary=f"TP{tp} x {ranks} + {policy} router (from "
+                                                                    f"dp-size {ranks}){router_note(split.router)}",
+                                       deployment=split))
+            return out
         if _single_unified(ctx):
             return _split_candidates(ctx, compare)[0]
         router = ctx.scenario.deployment.router
@@ -280,6 +296,12 @@ class RouterPolicy(Technique):
             out.append(ConfigDelta(technique=self.name, summary=f"router policy {policy}{router_note(changed, router)}",
                                    router=changed))
         return out
+
+
+def _dp_ranks(ctx: TuningContext) -> int:
+    """The data-parallel ranks of a plain `--dp-size` server (no DP attention), 0 for any other."""
+    server = main_server(ctx.scenario)
+    return server.dp_size if server.dp_size > 1 and server.attention_dp_size <= 1 else 0
 
 
 def _compared(ctx: TuningContext) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from service.components import StepCostModel
@@ -62,12 +63,24 @@ class Cluster:
         return [w for pool in self.pools.values() for w in pool.workers]
 
 
+def plain_dp(group: WorkerGroup) -> WorkerGroup:
+    """`group` with a plain data-parallel server (`--dp-size` without DP attention) as its DP ranks: SGLang's
+    DataParallelController runs one scheduler, radix cache and KV pool per rank, each a TP group of its own, and
+    hands requests to them in turn (`--load-balance-method auto` resolves to round_robin outside PD,
+    `arg_groups/serving_hook.py`). So each rank is simulated as a replica of the TP server."""
+    server = group.server
+    if server.dp_size <= 1 or server.attention_dp_size > 1:
+        return group
+    return msgspec.structs.replace(group, replicas=group.replicas * server.dp_size,
+                                   server=msgspec.structs.replace(server, dp_size=1))
+
+
 def representative_scale(scenario: Scenario) -> int:
     """How many replicas one simulated replica stands for (1 = simulate every replica)."""
     dep = scenario.deployment
     if dep.is_pd or len(dep.groups) != 1:
         return 1
-    group = dep.groups[0]
+    group = plain_dp(dep.groups[0])
     policy = dep.router.policy if dep.router else "round_robin"
     prefix = scenario.workload.prefix
     content_free = policy not in ("cache_aware", "prefix_hash") or (prefix.documents is None and not prefix.conversations
@@ -82,7 +95,8 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
     scale = representative_scale(scenario)
     cluster = Cluster(pools={}, recorder=recorder, scale=scale)
     dep = scenario.deployment
-    for group in dep.groups:
+    ranks = sorted({g.server.dp_size for g in dep.groups if plain_dp(g) is not g})
+    for group in map(plain_dp, dep.groups):
         role = group.role
         policy = _policy(scenario, role)
         replicas = 1 if scale > 1 else group.replicas
@@ -106,6 +120,13 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
         cluster.notes.append(f"{scale} identical replicas behind a {_policy(scenario, 'unified')} router were "
                              f"simulated as one representative replica carrying 1/{scale} of the traffic; "
                              "throughput is scaled back up")
+    if ranks:
+        alone = dep.router is None or all(g.replicas == 1 for g in dep.groups)
+        cluster.notes.append(f"data-parallel servers (dp-size {', '.join(map(str, ranks))}) were simulated as one "
+                             "scheduler per DP rank, each with its own KV pool and radix cache, "
+                             + ("dispatched round-robin as SGLang's DP controller does" if alone else
+                                "the router's policy spreading requests over every rank (SGLang's DP controller "
+                                "inside each server dispatches round-robin)"))
     staged = sorted({g.server.pp_size for g in dep.groups if g.server.pp_size > 1})
     if staged:
         cluster.notes.append(f"pipeline stages (pp-size {', '.join(map(str, staged))}) were simulated as one "
