@@ -31,7 +31,7 @@ from service.sglang.safety import looks_like_flag, unsafe_character
 from service.sglang.topology import group_field
 from service.sglang.validate import validate_scenario
 from service.sglang.values import ValidationIssue, errors
-from service.simulator.memory import WeightsDoNotFit, resolve_server, server_starts, weights_per_gpu
+from service.simulator.memory import WeightsDoNotFit, context_window, resolve_server, server_starts, weights_per_gpu
 
 __all__ = ["ScenarioRefused", "check_candidate", "check_scenario", "refusal_line", "require_valid_scenario"]
 
@@ -283,8 +283,7 @@ def check_context(scenario: Scenario) -> list[ValidationIssue]:
     except (KeyError, OSError, ValueError):
         return []  # check_model has named it
     workload = scenario.workload
-    lengths = [g.server.extra.get("--context-length") for g in scenario.deployment.groups]
-    window = min([model.max_context, *(int(n) for n in lengths if isinstance(n, int | float) and n > 0)])
+    window = min(context_window(model, g.server.extra.get("--context-length")) for g in scenario.deployment.groups)
     source = (f"{model.name}'s context window of {window:,} tokens" if window == model.max_context else
               f"the server's --context-length of {window:,} tokens")
     median, tail = workload.input.median, workload.input.p95_tokens() + workload.output.p95_tokens()

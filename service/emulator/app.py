@@ -239,8 +239,8 @@ class EmulatorApp:
 
     @property
     def max_req_input_len(self) -> int:
-        """SGLang's `max_req_len - 5`, with `max_req_len = min(context length, KV pool) - 1` (`tp_worker.py`)."""
-        return min(self.context_len, self.engine.resolved.pool_tokens) - 1 - 5
+        """SGLang's `max_req_len - 5` (`tp_worker.py`), from the bound the engine's scheduler applies."""
+        return self.engine.worker.setup.max_req_len - 5
 
     async def _refuse(self, send: Send, gen: Generation, message: str, openai: bool) -> None:
         if not gen.stream:

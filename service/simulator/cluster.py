@@ -95,8 +95,9 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
     scale = representative_scale(scenario)
     cluster = Cluster(pools={}, recorder=recorder, scale=scale)
     dep = scenario.deployment
-    ranks = sorted({g.server.dp_size for g in dep.groups if plain_dp(g) is not g})
-    for group in map(plain_dp, dep.groups):
+    expanded = [plain_dp(g) for g in dep.groups]
+    ranks = sorted({g.server.dp_size for g, ranked in zip(dep.groups, expanded, strict=True) if ranked is not g})
+    for group in expanded:
         role = group.role
         policy = _policy(scenario, role)
         replicas = 1 if scale > 1 else group.replicas
