@@ -24,7 +24,7 @@ import msgspec
 
 from service.domain import ModelSpec, Scenario, ServerConfig, resolve_model
 from service.domain.hardware import GPU_ALIASES, GPU_CATALOGUE
-from service.domain.model import shipped_models
+from service.domain.model import known_model_ids, shipped_models
 from service.scenario_ranges import check_ranges
 from service.settings import load_runner_settings
 from service.sglang.safety import looks_like_flag, unsafe_character
@@ -184,11 +184,12 @@ def check_model(model: str) -> list[ValidationIssue]:
     try:
         resolve_model(model)
     except KeyError:
-        known = list(shipped_models())
+        known = known_model_ids()
         near = difflib.get_close_matches(model, known, n=1, cutoff=0.5)
         hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(known)}"
-        return [ValidationIssue(field="model", message=f"unknown model {model!r}: not a shipped model nor a folder "
-                                                       "with a config.json",
+        return [ValidationIssue(field="model", message=f"unknown model {model!r}: not a shipped model, a model "
+                                                       "whose config.json aiconfigurator-core bundles, nor a "
+                                                       "folder with a config.json",
                                 hint=f"{hint} Or point model at a folder holding the model's config.json")]
     except (OSError, ValueError) as exc:
         return [ValidationIssue(field="model", message=f"model folder {model!r} cannot be read: {exc}",

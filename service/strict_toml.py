@@ -57,11 +57,13 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         near = get_close_matches(key, valid, n=1, cutoff=0.5)
         where = dotted(path) or "the top level"
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
-        if not near and "extra" in valid:
-            # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`.
+        if "extra" in valid:
+            # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`
+            # (a near key is a guess: `disable-cuda-graph` is a real flag, not a misspelt `disable-radix-cache`).
             flag = "--" + str(key).lstrip("-").replace("_", "-")
             shown = _flag_value(_at(data, [*path, key]))
-            hint += (f"; any other SGLang flag goes under `extra`, keyed by the flag as it is typed: \"{flag}\""
+            hint += (f" If {flag} is an SGLang flag, it goes" if near else "; any other SGLang flag goes")
+            hint += (f" under `extra`, keyed by the flag as it is typed: \"{flag}\""
                      + (f" = {shown}" if shown is not None else ""))
         raise InputFileError(f"unknown key `{key}` in {where}", file=source, line=locate(text, [*path, key]),
                              field=dotted([*path, key]), hint=hint)

@@ -120,10 +120,12 @@ def config_candidates(model: ModelSpec) -> list[tuple[str, str]]:
     shipped = shipped_models().get(model.name)
     if shipped is not None and (shipped / "config.json").exists():
         found.append((str(shipped), f"{model.name}'s shipped config.json"))
+    elif _bundles(model.name):
+        found.append((model.name, f"{model.name}'s own config.json as aiconfigurator-core bundles it"))
     elif model.attention is AttentionKind.GQA:
         found.append((synthesized_config(model), f"a Qwen3-shaped config.json written from {model.name}'s spec"))
     nearest = nearest_bundled(model)
-    if nearest is not None:
+    if nearest is not None and nearest != model.name:
         found.append((nearest, f"bundled {nearest}, the nearest model of the same kind to {model.name}"))
     return found
 
@@ -134,6 +136,15 @@ def nearest_bundled(model: ModelSpec) -> str | None:
     if not candidates:
         return None
     return min(candidates, key=lambda item: abs(item[1] - model.params_total))[0]
+
+
+def _bundles(name: str) -> bool:
+    """Whether aiconfigurator-core bundles a config.json under the Hugging Face id `name`."""
+    try:
+        folder = Path(aic_import().__file__).parent / "model_configs"
+    except ImportError:
+        return False
+    return (folder / f"{name.replace('/', '--')}_config.json").exists()
 
 
 def bundled_spec(name: str) -> ModelSpec | None:

@@ -8,6 +8,7 @@ they are estimated from the config.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tomllib
 from enum import StrEnum
@@ -132,7 +133,12 @@ def estimate_params(cfg: dict[str, Any]) -> tuple[float, float]:
     else:
         mlp_total = mlp_active = 3 * hidden * int(_get(cfg, "intermediate_size"))
     embed = 2 * vocab * hidden
-    return float(layers * (attn + mlp_total) + embed), float(layers * (attn + mlp_active) + embed)
+    # DeepSeek-style MoE keeps its first layers dense (`first_k_dense_replace`), with the dense MLP width.
+    dense = min(layers, int(_get(cfg, "first_k_dense_replace", default=0) or 0)) if experts else 0
+    dense_layers = dense * (attn + 3 * hidden * int(_get(cfg, "intermediate_size", default=0) or 0))
+    moe_layers = layers - dense
+    return (float(dense_layers + moe_layers * (attn + mlp_total) + embed),
+            float(dense_layers + moe_layers * (attn + mlp_active) + embed))
 
 
 def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | None = None) -> ModelSpec:
@@ -236,8 +242,51 @@ def shipped_models() -> dict[str, Path]:
     return found
 
 
+# Bundled configs whose parameter count `estimate_params` reproduces within a few percent (Llama-3.1 8B/70B/405B,
+# Qwen3 dense and MoE, Mixtral, DeepSeek-V3/R1/V3.2, Kimi-K2, gpt-oss, MiMo). Others (Llama 4's interleaved
+# MoE, Nemotron-H's Mamba layers, vision towers, DeepSeek-V4's attention) are left out rather than mis-sized.
+_ESTIMATED_MODEL_TYPES = frozenset({"llama", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "deepseek_v32",
+                                    "kimi_k2", "gpt_oss", "mimo"})
+# aiconfigurator-core ships the config.json of the models it has kernel data for (its successor's name first).
+_BUNDLING_PACKAGES = ("aisimulate_core", "aiconfigurator_core")
+
+
+def bundled_configs() -> dict[str, Path]:
+    """Model configs bundled with aiconfigurator-core: Hugging Face id -> config.json.
+
+    `model_configs/Qwen--Qwen3-32B_config.json` is `Qwen/Qwen3-32B`. Checkpoints whose quantization lives in
+    a separate `hf_quant_config.json` (ModelOpt's NVFP4 exports) are left out: their config.json alone would
+    read as BF16 weights.
+    """
+    for package in _BUNDLING_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        folder = Path(next(iter(spec.submodule_search_locations))) / "model_configs"
+        found: dict[str, Path] = {}
+        for path in sorted(folder.glob("*_config.json")):
+            stem = path.name.removesuffix("_config.json")
+            if stem.endswith("_hf_quant") or (folder / f"{stem}_hf_quant_config.json").exists() or "--" not in stem:
+                continue
+            if json.loads(path.read_text()).get("model_type") not in _ESTIMATED_MODEL_TYPES:
+                continue
+            found[stem.replace("--", "/", 1)] = path
+        return found
+    return {}
+
+
+def known_model_ids() -> list[str]:
+    """Every model id `resolve_model` accepts without a folder: shipped ones first, then bundled configs."""
+    shipped = shipped_models()
+    return [*shipped, *(name for name in bundled_configs() if name not in shipped)]
+
+
 def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:
-    """A shipped model by Hugging Face id, or a local folder holding a config.json."""
+    """A shipped model by Hugging Face id, a local folder holding a config.json, or a model whose config.json
+    aiconfigurator-core bundles (parameter counts then estimated from the config)."""
     shipped = shipped_models()
     if ref in shipped:
         return load_model_dir(shipped[ref])
@@ -246,8 +295,14 @@ def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:
         path = base / path
     if (path / "config.json").exists():
         return load_model_dir(path, name=ref)
+    bundled = bundled_configs().get(ref)
+    if bundled is not None:
+        spec = model_from_config(json.loads(bundled.read_text()), ref)
+        return msgspec.structs.replace(spec, provenance=f"config.json bundled with aiconfigurator-core "
+                                                        f"({bundled.name}); parameters estimated from it")
     known = ", ".join(shipped)
-    raise KeyError(f"unknown model {ref!r}: not a shipped model ({known}) nor a folder with config.json")
+    raise KeyError(f"unknown model {ref!r}: not a shipped model ({known}), a model whose config.json "
+                   "aiconfigurator-core bundles, nor a folder with config.json")
 
 
 def known_draft(ref: str) -> str:

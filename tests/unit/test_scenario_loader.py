@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from service.scenario import InputFileError, load_scenario, parse_scenario
+from service.scenario_check import check_scenario
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "casebook" / "coding-assistant-final.toml"
 
@@ -66,6 +67,21 @@ def test_an_sglang_flag_the_server_table_does_not_model_is_pointed_to_extra(tmp_
         assert info.value.hint.endswith(tail), info.value.hint
     fixed = _with(tmp_path, "tp-size = 2", 'tp-size = 2\nextra = { "--context-length" = 32768 }')
     assert load_scenario(fixed).deployment.groups[0].server.extra == {"--context-length": 32768}
+
+
+def test_a_real_flag_near_a_table_key_is_not_only_called_a_misspelling(tmp_path):
+    # `disable-cuda-graph` is SGLang's own flag and lies near the table's `disable-radix-cache`: the hint offers
+    # both readings, and the flag under `extra` then meets the version check (deprecated in 0.5.23, replaced).
+    path = _with(tmp_path, "tp-size = 2", "tp-size = 2\ndisable-cuda-graph = true")
+    with pytest.raises(InputFileError) as info:
+        load_scenario(path)
+    assert info.value.hint == ("did you mean `disable-radix-cache`? If --disable-cuda-graph is an SGLang flag, it "
+                               'goes under `extra`, keyed by the flag as it is typed: "--disable-cuda-graph" = true')
+    fixed = _with(tmp_path, "tp-size = 2", 'tp-size = 2\nextra = { "--disable-cuda-graph" = true }')
+    issues = check_scenario(load_scenario(fixed))
+    assert any(i.field.endswith('extra."--disable-cuda-graph"') or "--disable-cuda-graph" in i.message
+               for i in issues), issues
+    assert any("--cuda-graph-backend-decode disabled" in (i.hint or "") for i in issues), issues
 
 
 def test_unknown_key_inside_an_inline_table_is_located(tmp_path):

@@ -68,3 +68,38 @@ def test_local_config_folder_resolves(tmp_path):
 def test_unknown_model_names_the_shipped_ones():
     with pytest.raises(KeyError, match="Qwen/Qwen3.6-27B"):
         resolve_model("no/such-model")
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "active"),
+    [
+        # Public parameter counts: Llama 3.1 model cards; DeepSeek-V3 671B total (37B active) without its MTP
+        # module, whose 3 leading dense layers the estimate must not count as 257-expert layers.
+        ("meta-llama/Meta-Llama-3.1-70B", 70.6e9, 70.6e9),
+        ("meta-llama/Meta-Llama-3.1-8B", 8.0e9, 8.0e9),
+        ("deepseek-ai/DeepSeek-V3", 671e9, 37e9),
+        ("mistralai/Mixtral-8x7B-v0.1", 46.7e9, 12.9e9),
+        ("Qwen/Qwen3-32B", 32.8e9, 32.8e9),
+    ],
+)
+def test_a_model_aiconfigurator_bundles_resolves_by_its_id(name, total, active):
+    model = resolve_model(name)
+    assert model.params_total == pytest.approx(total, rel=0.03)
+    assert model.params_active == pytest.approx(active, rel=0.05)
+    assert "bundled with aiconfigurator-core" in model.provenance
+
+
+def test_bundled_configs_the_estimate_would_mis_size_are_left_out():
+    # Llama 4 interleaves dense and MoE layers and Nemotron-H mixes in Mamba layers: estimated as uniform
+    # layers they would come out at 778B (Maverick is 400B) and 102B (Nemotron-3-Nano is 30B).
+    for name in ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"):
+        with pytest.raises(KeyError, match="aiconfigurator-core bundles"):
+            resolve_model(name)
+
+
+def test_a_misspelt_bundled_model_gets_the_nearest_id():
+    from service.scenario_check import check_model
+
+    issues = check_model("Qwen/Qwen3-32b")
+    assert len(issues) == 1 and issues[0].field == "model"
+    assert "did you mean 'Qwen/Qwen3-32B'?" in (issues[0].hint or "")
