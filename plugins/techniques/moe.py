@@ -124,6 +124,8 @@ class MoeParallelism(Technique):
                             roles=["unified", "decode"])]
 
     def _ep(self, ctx: TuningContext, overlap: bool) -> ConfigDelta:
+        if ctx.scenario.deployment.is_pd:
+            return self._ep_decode_pool(ctx, overlap)
         gpus = ep_instance_gpus(ctx)
         group = ctx.scenario.deployment.groups[0]
         replicas = max(1, ctx.scenario.hardware.total_gpus // gpus)
@@ -147,6 +149,39 @@ class MoeParallelism(Technique):
             summary += ", no router"
         return ConfigDelta(technique=self.name, summary=summary + (", two-batch overlap" if overlap else ""),
                            deployment=deployment)
+
+
+    def _ep_decode_pool(self, ctx: TuningContext, overlap: bool) -> ConfigDelta:
+        """EP on a PD deployment's decode pool, its GPUs regrouped into EP instances; the prefill pool keeps its
+        plain TP (casebook case 5: "No EP DP arguments: Prefill has small batches, so the benefits of
+        large-scale EP are not realized")."""
+        groups, parts = [], []
+        for group in ctx.scenario.deployment.groups:
+            if group.role != "decode":
+                groups.append(group)
+                continue
+            pool = group.replicas * group.server.world_size
+            gpus = _pool_ep_size(ctx, pool, group.server.world_size)
+            replicas = max(1, pool // gpus)
+            server = ep_server(group.server, gpus, overlap)
+            if server.max_running_requests and group.replicas != replicas:
+                server = msgspec.structs.replace(
+                    server, max_running_requests=-(-server.max_running_requests * group.replicas // replicas))
+            groups.append(msgspec.structs.replace(group, replicas=replicas, server=server))
+            parts.append(f"decode pool as EP{gpus} + DP attention {gpus // GPUS_PER_DP_GROUP} x {replicas}")
+        deployment = msgspec.structs.replace(ctx.scenario.deployment, groups=groups)
+        summary = "; ".join(parts) + ", prefill pool unchanged" + (", two-batch overlap" if overlap else "")
+        return ConfigDelta(technique=self.name, summary=summary, deployment=deployment)
+
+
+def _pool_ep_size(ctx: TuningContext, pool: int, current: int) -> int:
+    """The widest EP instance, up to `ep_instance_gpus`, that splits a pool of `pool` GPUs into whole instances
+    and the experts evenly (DeepEP asserts `num_experts % group.size() == 0`, `token_dispatcher/deepep.py`):
+    a 24-GPU decode pool of a 256-expert model is three EP8 instances, not one EP24; else `current`."""
+    widest, per_node, experts = ep_instance_gpus(ctx), ctx.scenario.hardware.gpus_per_node, ctx.model.num_experts
+    fits = [g for g in range(min(widest, pool), 0, -1)
+            if pool % g == 0 and (g % per_node == 0 or g == pool) and (not experts or experts % g == 0)]
+    return fits[0] if fits else current
 
 
 def _expert_layout(server: ServerConfig) -> str:

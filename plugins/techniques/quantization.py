@@ -23,12 +23,16 @@ class Quantization(Technique):
 
     def applicable(self, ctx: TuningContext) -> Applicability:
         server = main_server(ctx.scenario)
+        stored = _stored_quantized(ctx)
         if not ctx.scenario.hardware.spec.supports_fp8:
             # SGLang runs FP8 weights through its Marlin weight-only kernel on sm80-88 GPUs
             # (fp8_utils.can_auto_enable_marlin_fp8): half the weight bytes, the arithmetic stays BF16. That
             # pays only where decode is memory-bound (casebook case 1 round 2: "halving the bytes read").
             if server.weight_dtype == "fp8":
                 return Applicability(False, "Weights are already FP8 (Marlin weight-only on this GPU).")
+            if stored:
+                return Applicability(False, f"The checkpoint already stores its weights in {stored}; the KV "
+                                            "cache stays BF16 on a GPU without FP8 attention.")
             c, source = measured_concurrency_per_instance(ctx)
             threshold = threshold_batch_size(ctx.scenario)
             figures = f"{source} concurrency {c:.0f} per instance, threshold batch {threshold:.0f}"
@@ -38,8 +42,12 @@ class Quantization(Technique):
             return Applicability(True, f"{ctx.scenario.hardware.gpu} has no FP8 tensor cores, but decode is "
                                        f"memory-bound ({figures}): FP8 weights (SGLang's Marlin weight-only kernel) "
                                        "halve the weight bytes read each step (casebook case 1 round 2).")
-        if server.weight_dtype == "fp8" and server.kv_dtype != "bf16":
-            return Applicability(False, "Weights and KV cache are already FP8.")
+        if (server.weight_dtype == "fp8" or stored) and server.kv_dtype != "bf16":
+            return Applicability(False, "Weights and KV cache are already FP8." if not stored else
+                                 f"The checkpoint stores its weights in {stored} and the KV cache is already FP8.")
+        if stored:
+            return Applicability(True, f"The checkpoint already stores its weights in {stored}; an FP8 KV cache "
+                                       "halves the KV bytes read each decode step and doubles the KV pool.")
         return Applicability(True, "Decode is memory-bound, so FP8 weights and KV halve the bytes read each step "
                                    "(casebook case 1 round 2: every metric improved at once).")
 
@@ -53,14 +61,28 @@ class Quantization(Technique):
             return [ConfigDelta(technique=self.name, summary="FP8 weights (Marlin weight-only)", set_server=changes,
                                 quality_check=quality_check(ctx, self.name))]
         changes = {"kv_cache_dtype": "fp8_e5m2"}
-        parts = ["FP8 KV"]
-        if server.weight_dtype != "fp8":
+        stored = _stored_quantized(ctx)
+        if stored:
+            # `--quantization fp8` on a checkpoint stored quantized is at best redundant (SGLang reads the
+            # method from its config.json) and refused when the methods differ (an AWQ or GPTQ checkpoint).
+            summary = f"FP8 KV (weights already {stored} in the checkpoint)"
+        elif server.weight_dtype != "fp8":
             changes["quantization"] = "fp8"
-            parts.insert(0, "FP8 weights")
+            summary = "FP8 weights + FP8 KV"
+        else:
+            summary = "FP8 KV"
         if server.mem_fraction_static is None:
             changes["mem_fraction_static"] = 0.90  # the casebook's setting alongside FP8
-        return [ConfigDelta(technique=self.name, summary=" + ".join(parts), set_server=changes,
+        return [ConfigDelta(technique=self.name, summary=summary, set_server=changes,
                             quality_check=quality_check(ctx, self.name))]
+
+
+def _stored_quantized(ctx: TuningContext) -> str:
+    """How the checkpoint stores its weights when in 8 bits or fewer ("fp8", "awq 4-bit"), else ""."""
+    bits, method = ctx.model.prequantized_bits, ctx.model.prequantized
+    if not bits or bits > 8:
+        return ""
+    return "FP8" if method in ("fp8", "fbgemm_fp8", "modelopt_fp8", "w8a8_fp8") else f"{method} {bits}-bit"
 
 
 def quality_check(ctx: TuningContext, technique: str) -> str | None:

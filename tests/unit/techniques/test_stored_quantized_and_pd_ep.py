@@ -1,0 +1,79 @@
+"""Starting points the quantization and expert-parallelism rules misread: a checkpoint already stored in FP8,
+and a PD deployment whose decode pool is a plain TP instance."""
+
+from __future__ import annotations
+
+import msgspec
+
+from plugins.techniques import MoeParallelism, Quantization
+from service import Deployment, Hardware, RouterConfig, ServerConfig, WorkerGroup
+from service.engine.delta import apply_delta
+from service.scenario_check import check_candidate
+
+from .scenarios import context, deployment, scenario
+
+FP8_CHECKPOINT = "deepseek-ai/DeepSeek-V3"  # its config.json carries quantization_config: fp8 (block-wise)
+
+
+def test_an_fp8_checkpoint_is_offered_only_the_fp8_kv_cache() -> None:
+    ctx = context(scenario(FP8_CHECKPOINT, "H200-SXM", 8, deployment(FP8_CHECKPOINT, tp=8), clients=64))
+    assert Quantization().applicable(ctx).applicable
+    (delta,) = Quantization().propose(ctx)
+    # `--quantization fp8` would only restate the checkpoint's own method, and "FP8 weights" would send the
+    # quality gate after a change the deployment already runs.
+    assert "quantization" not in delta.set_server
+    assert delta.set_server["kv_cache_dtype"] == "fp8_e5m2"
+    assert delta.summary == "FP8 KV (weights already FP8 in the checkpoint)"
+    done = scenario(FP8_CHECKPOINT, "H200-SXM", 8, deployment(FP8_CHECKPOINT, tp=8, kv_cache_dtype="fp8_e5m2"),
+                    clients=64)
+    verdict = Quantization().applicable(context(done))
+    assert not verdict.applicable
+    assert "checkpoint stores its weights in FP8" in verdict.reason
+
+
+def test_a_bf16_checkpoint_still_gets_fp8_weights_and_kv() -> None:
+    model = "Qwen/Qwen3.6-27B"
+    (delta,) = Quantization().propose(context(scenario(model, "H100-SXM", 8, deployment(model, tp=8), clients=25)))
+    assert delta.set_server["quantization"] == "fp8" and delta.summary == "FP8 weights + FP8 KV"
+
+
+def _pd(prefill: int, decode: int) -> Deployment:
+    server = ServerConfig(model_path=FP8_CHECKPOINT, tp_size=8)
+    return Deployment(groups=[WorkerGroup(name="prefill", role="prefill", replicas=prefill, base_port=32000,
+                                          bootstrap_port=32090, server=server),
+                              WorkerGroup(name="decode", role="decode", replicas=decode, base_port=32010,
+                                          server=server)],
+                      router=RouterConfig(policy="round_robin", port=32100))
+
+
+def test_ep_on_a_pd_deployment_regroups_the_decode_pool_and_keeps_the_prefill_pool() -> None:
+    # One TP8 prefill node and three TP8 decode nodes of DeepSeek-V3: EP used to rebuild the deployment as
+    # one 32-GPU group with role prefill, refused before launch ("PD disaggregation needs prefill and
+    # decode groups only; got ['prefill']").
+    scen = scenario(FP8_CHECKPOINT, "H200-SXM", 8, _pd(1, 3), clients=128)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=4))
+    ctx = context(scen)
+    assert MoeParallelism().applicable(ctx).applicable
+    proposals = MoeParallelism().propose(ctx)
+    assert len(proposals) == 2
+    assert proposals[0].summary == ("decode pool as EP8 + DP attention 2 x 3, prefill pool unchanged")
+    for delta in proposals:
+        prefill, decode = delta.deployment.groups
+        assert (prefill.role, prefill.replicas, prefill.server.tp_size, prefill.server.ep_size) == ("prefill", 1, 8, 1)
+        assert decode.role == "decode"
+        # The decode pool's 24 GPUs regrouped into instances that split DeepSeek-V3's 256 experts evenly:
+        # three EP8 (an EP24 would fail DeepEP's `num_experts % group.size() == 0`).
+        assert (decode.replicas, decode.server.ep_size, decode.server.tp_size) == (3, 8, 8)
+        assert decode.server.moe_a2a_backend == "deepep" and decode.server.attention_dp_size == 2
+        assert delta.deployment.router is not None
+        assert "prefill pool unchanged" in delta.summary
+        assert check_candidate(apply_delta(scen, delta)) == []
+
+
+def test_a_two_node_decode_pool_becomes_one_ep16_instance() -> None:
+    scen = scenario(FP8_CHECKPOINT, "H200-SXM", 8, _pd(2, 2), clients=128)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=4))
+    delta = MoeParallelism().propose(context(scen))[0]
+    decode = delta.deployment.groups[1]
+    assert (decode.replicas, decode.server.ep_size) == (1, 16)
+    assert check_candidate(apply_delta(scen, delta)) == []
