@@ -65,8 +65,8 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     """
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
-        issues += (check_head_split(scenario) + check_self_draft(scenario) + check_weights_fit(scenario)
-                   + check_context(scenario))
+        issues += (check_head_split(scenario) + check_expert_split(scenario) + check_self_draft(scenario)
+                   + check_weights_fit(scenario) + check_context(scenario))
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -269,6 +269,39 @@ def check_head_split(scenario: Scenario) -> list[ValidationIssue]:
             field=group_field(index, "server.tp-size"), flag="--tp-size",
             message=f"the server cannot load {model.name} at tp-size {server.tp_size}: {why}, and SGLang asserts "
                     "an even split when it builds the attention layers", hint=hint))
+    return issues
+
+
+def check_expert_split(scenario: Scenario) -> list[ValidationIssue]:
+    """An EP size the model's experts do not split over, which SGLang asserts when it builds the MoE layers.
+
+    `FusedMoE` (`layers/moe/fused_moe_triton/layer.py`) asserts that the physical experts (routed plus
+    `--ep-num-redundant-experts`) divide evenly over the EP ranks, and DeepEP's dispatcher asserts the same
+    (`token_dispatcher/deepep.py`): ep-size 24 for DeepSeek-V3's 256 experts fails at load, every time.
+    """
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []  # check_model has named it
+    if not model.is_moe or not model.num_experts:
+        return []
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        server = group.server
+        physical = model.num_experts + (server.ep_num_redundant_experts or 0)
+        if server.ep_size <= 1 or physical % server.ep_size == 0:
+            continue
+        sizes = [ep for ep in range(2, server.tp_size + 1) if server.tp_size % ep == 0 and physical % ep == 0]
+        redundant = (server.ep_num_redundant_experts or 0) + server.ep_size - physical % server.ep_size
+        hint = (f"use ep-size {', '.join(str(ep) for ep in sizes)} (dividing both tp-size {server.tp_size} and the "
+                f"{physical} experts), or " if sizes else "") + \
+            f"set ep-num-redundant-experts to {redundant} (or more, in steps of {server.ep_size})"
+        issues.append(ValidationIssue(
+            field=group_field(index, "server.ep-size"), flag="--ep-size",
+            message=f"the server cannot load {model.name} at ep-size {server.ep_size}: its {physical} experts "
+                    f"({model.num_experts} routed + {server.ep_num_redundant_experts or 0} redundant) do not divide "
+                    f"over {server.ep_size} EP ranks, and SGLang asserts an even split when it builds the MoE layers",
+            hint=hint))
     return issues
 
 

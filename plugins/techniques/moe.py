@@ -126,7 +126,7 @@ class MoeParallelism(Technique):
     def _ep(self, ctx: TuningContext, overlap: bool) -> ConfigDelta:
         if ctx.scenario.deployment.is_pd:
             return self._ep_decode_pool(ctx, overlap)
-        gpus = ep_instance_gpus(ctx)
+        gpus = _pool_ep_size(ctx, ctx.scenario.hardware.total_gpus, ep_instance_gpus(ctx))
         group = ctx.scenario.deployment.groups[0]
         replicas = max(1, ctx.scenario.hardware.total_gpus // gpus)
         server = ep_server(main_server(ctx.scenario), gpus, overlap)

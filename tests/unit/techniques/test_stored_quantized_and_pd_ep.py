@@ -77,3 +77,27 @@ def test_a_two_node_decode_pool_becomes_one_ep16_instance() -> None:
     decode = delta.deployment.groups[1]
     assert (decode.replicas, decode.server.ep_size) == (1, 16)
     assert check_candidate(apply_delta(scen, delta)) == []
+
+
+def test_ep_on_three_nodes_splits_the_experts_evenly_and_the_check_refuses_an_uneven_split() -> None:
+    # 24 H200s of DeepSeek-V3 as three TP8 replicas: an EP24 instance would fail SGLang's FusedMoE assert
+    # (256 experts over 24 ranks), so EP runs as three EP8 instances; a start written with ep-size 24 is
+    # refused before launch, naming the field and the sizes that split.
+    replicas = deployment(FP8_CHECKPOINT, tp=8, replicas=3)
+    replicas = msgspec.structs.replace(replicas, router=RouterConfig(policy="power_of_two", port=30100))
+    scen = scenario(FP8_CHECKPOINT, "H200-SXM", 8, replicas, clients=128)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=3))
+    for delta in MoeParallelism().propose(context(scen)):
+        (group,) = delta.deployment.groups
+        assert (group.replicas, group.server.ep_size) == (3, 8), delta.summary
+        assert check_candidate(apply_delta(scen, delta)) == []
+    uneven = msgspec.structs.replace(scen, deployment=deployment(FP8_CHECKPOINT, tp=24, ep_size=24,
+                                                                    attention_dp_size=3))
+    issues = [i for i in check_candidate(uneven) if i.field.endswith("server.ep-size")]
+    assert len(issues) == 1, check_candidate(uneven)
+    assert "256 experts (256 routed + 0 redundant) do not divide over 24 EP ranks" in issues[0].message
+    assert issues[0].hint == ("use ep-size 2, 4, 8 (dividing both tp-size 24 and the 256 experts), or set "
+                              "ep-num-redundant-experts to 8 (or more, in steps of 24)")
+    with_spares = msgspec.structs.replace(uneven, deployment=deployment(
+        FP8_CHECKPOINT, tp=24, ep_size=24, attention_dp_size=3, ep_num_redundant_experts=8))
+    assert not [i for i in check_candidate(with_spares) if i.field.endswith("server.ep-size")]
