@@ -223,16 +223,29 @@ def _transfer(hardware: Hardware) -> dict[str, object]:
     return transfer
 
 
-def pd_deployment(scenario: Scenario, prefill_nodes: int, dp_attention_prefill: bool = False) -> Deployment:
-    """Prefill nodes as one-node instances, the rest one EP decode domain (casebook case 5 round 3)."""
+def redundant_experts(experts: int, ep: int, at_least: int) -> int:
+    """The fewest redundant experts, `at_least` or more, that make the physical experts split evenly over `ep`
+    ranks (SGLang's FusedMoE asserts it): 256 experts over EP88 with at least 88 -> 96 (352 = 4 x 88)."""
+    return at_least + (-(experts + at_least)) % ep if experts and ep > 1 else at_least
+
+
+def pd_deployment(scenario: Scenario, experts: int, prefill_nodes: int, dp_attention_prefill: bool = False) -> Deployment:
+    """Prefill nodes as one-node instances, the rest one EP decode domain (casebook case 5 round 3).
+
+    The casebook matches the redundant experts to the EP size (`--ep-num-redundant-experts 88` for EP88), but
+    256 + 88 experts do not split over 88 ranks and SGLang refuses to load them; the decode domain takes the
+    fewest at or above the EP size that split evenly (96), or without EPLB the fewest that do (8).
+    """
     hw = scenario.hardware
     base = main_server(scenario)
     decode_gpus = (hw.nodes - prefill_nodes) * hw.gpus_per_node
     transfer = _transfer(hw)
     prefill = msgspec.structs.replace(prefill_server(base, hw.gpus_per_node, dp_attention_prefill), **transfer)
+    floor = decode_gpus if base.enable_eplb else (base.ep_num_redundant_experts or 0)
+    redundant = redundant_experts(experts, decode_gpus, floor)
     decode = msgspec.structs.replace(
         ep_server(base, decode_gpus), max_running_requests=2048, mem_fraction_static=0.90, **transfer,
-        ep_num_redundant_experts=decode_gpus if base.enable_eplb else base.ep_num_redundant_experts)
+        ep_num_redundant_experts=redundant or base.ep_num_redundant_experts)
     router, port = router_ports(scenario.deployment)
     router = msgspec.structs.replace(router, prefill_policy="cache_aware", decode_policy="power_of_two")
     return Deployment(router=router, groups=[
@@ -407,4 +420,5 @@ class PdDisaggregation(Technique):
         layout = f" (DP attention, EP{ctx.scenario.hardware.gpus_per_node})" if dp_attention else ""
         return ConfigDelta(technique=self.name,
                            summary=f"PD prefill {prefill_nodes}{layout} / decode {nodes - prefill_nodes}",
-                           deployment=pd_deployment(ctx.scenario, prefill_nodes, dp_attention))
+                           deployment=pd_deployment(ctx.scenario, ctx.model.num_experts, prefill_nodes,
+                                                    dp_attention))

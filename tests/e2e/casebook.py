@@ -9,7 +9,8 @@ from pathlib import Path
 
 import msgspec
 
-from service.domain import Deployment, RouterConfig, Scenario, WorkerGroup
+from plugins.techniques.moe import redundant_experts
+from service.domain import Deployment, RouterConfig, Scenario, WorkerGroup, resolve_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "playbooks" / "scenarios"
 SPEC = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5, "speculative_eagle_topk": 8,
@@ -113,8 +114,12 @@ def case5_pd(prefill_nodes: int, prompts: int = CASEBOOK_PROMPTS, dp_attention_p
                                       mem_fraction_static=0.85, disaggregation_transfer_backend="mooncake")
     if dp_attention_prefill:
         prefill = msgspec.structs.replace(prefill, ep_size=8, attention_dp_size=8)
+    # The casebook's `--ep-num-redundant-experts 88` for EP88 cannot load (256 + 88 experts do not split over 88
+    # ranks; SGLang's FusedMoE asserts it): the fewest at or above the EP size that split, as pd_disaggregation
+    # proposes (96 for EP88, 104 for EP72).
+    redundant = redundant_experts(resolve_model(base.model).num_experts, decode_gpus, decode_gpus)
     decode = msgspec.structs.replace(ep, tp_size=decode_gpus, ep_size=decode_gpus, attention_dp_size=decode_gpus // 4,
-                                     ep_num_redundant_experts=decode_gpus, max_running_requests=2048,
+                                     ep_num_redundant_experts=redundant, max_running_requests=2048,
                                      mem_fraction_static=0.90, disaggregation_transfer_backend="mooncake")
     router = RouterConfig(policy="cache_aware", prefill_policy="cache_aware", decode_policy="power_of_two")
     return msgspec.structs.replace(base, deployment=Deployment(router=router, groups=[

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from plugins.techniques import MoeParallelism, Quantization
+from plugins.techniques import MoeParallelism, PdDisaggregation, Quantization
 from service import Deployment, Hardware, RouterConfig, ServerConfig, WorkerGroup
 from service.engine.delta import apply_delta
 from service.scenario_check import check_candidate
@@ -101,3 +101,25 @@ def test_ep_on_three_nodes_splits_the_experts_evenly_and_the_check_refuses_an_un
     with_spares = msgspec.structs.replace(uneven, deployment=deployment(
         FP8_CHECKPOINT, tp=24, ep_size=24, attention_dp_size=3, ep_num_redundant_experts=8))
     assert not [i for i in check_candidate(with_spares) if i.field.endswith("server.ep-size")]
+
+
+def test_every_pd_split_of_an_ep_domain_loads_its_experts() -> None:
+    # Casebook case 5: DeepSeek-V4-Flash (256 experts) on 16 nodes of H200 as EP32 + EPLB instances, split into
+    # PD pools. The casebook's decode domain of 11 nodes takes 88 redundant experts, which SGLang cannot load
+    # (344 over 88 ranks); each split's decode domain carries the fewest at or above its EP size that split.
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    dep = deployment(model, tp=32, replicas=4, ep_size=32, attention_dp_size=8, moe_a2a_backend="deepep",
+                     enable_eplb=True, ep_num_redundant_experts=32)
+    dep = msgspec.structs.replace(dep, router=RouterConfig(policy="cache_aware", port=8000))
+    scen = scenario(model, "H200-SXM", 8, dep, clients=2048)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=16,
+                                                           interconnect="infiniband"))
+    proposals = PdDisaggregation().propose(context(scen))
+    assert proposals
+    for delta in proposals:
+        decode = next(g for g in delta.deployment.groups if g.role == "decode")
+        ep, spare = decode.server.ep_size, decode.server.ep_num_redundant_experts
+        assert spare >= ep and (256 + spare) % ep == 0, (delta.summary, ep, spare)
+        assert check_candidate(apply_delta(scen, delta)) == [], delta.summary
+    five_eleven = next(d for d in proposals if d.summary.startswith("PD prefill 5 / decode 11"))
+    assert next(g for g in five_eleven.deployment.groups if g.role == "decode").server.ep_num_redundant_experts == 96
