@@ -22,6 +22,7 @@ from service import (
     default_chunked_prefill,
     dtype_bytes,
     resolve_server,
+    server_starts,
 )
 
 # Casebook case 2, HiCache break-even: "H100 FP8 1,979 TFLOPS x 4 GPUs x 60% effective".
@@ -154,6 +155,10 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     tp = 1
     while tp < scenario.hardware.gpus_per_node and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
         tp *= 2
+    # A node's worth of GPUs may not hold the weights at all (Llama-3.1-405B in BF16: 94.5 GiB a GPU at TP8 on
+    # H100s): the replicas start at the smallest TP whose server starts.
+    while tp < server.tp_size and not server_starts(model, scenario.hardware, at_tp(server, tp)):
+        tp *= 2
     pcie_only = scenario.hardware.spec.nvlink_gbps <= 0
     if tp < server.tp_size or not (model.is_moe or pcie_only):
         return tp
@@ -181,12 +186,15 @@ def no_smaller_tp(model: ModelSpec, scenario: Scenario) -> str:
         return "TP1 is already the smallest TP."
     half = tp // 2
     weights = weight_gb_per_gpu(model, server, half)
+    if weights >= hbm:
+        return f"At TP{half} the weights alone ({weights:.0f} GiB) would not fit a {hbm:g} GB GPU: TP{tp} stays one instance."
+    if not server_starts(model, scenario.hardware, at_tp(server, half)):
+        return (f"At TP{half} the weights ({weights:.0f} GiB of each {hbm:g} GB GPU) leave too little to start a "
+                f"server: TP{tp} stays one instance.")
     if not (model.is_moe or scenario.hardware.spec.nvlink_gbps <= 0):
         return (f"At TP{half} the weights would take {weights:.0f} GiB of each {hbm:g} GB GPU ({weights / hbm:.0%}), "
                 "more than the quarter the casebook's replica splits leave them (the rest holds long-context KV): "
                 f"TP{tp} stays one instance.")
-    if weights >= hbm:
-        return f"At TP{half} the weights alone ({weights:.0f} GiB) would not fit a {hbm:g} GB GPU: TP{tp} stays one instance."
     if not model.is_moe and weights > 0.5 * hbm:
         return (f"At TP{half} the weights would take {weights:.0f} GiB of each {hbm:g} GB GPU ({weights / hbm:.0%}), "
                 f"more than half, too little left for KV, activations and graphs: TP{tp} stays one instance.")

@@ -29,6 +29,7 @@ from service import (
     Technique,
     TuningContext,
     WorkerGroup,
+    server_starts,
 )
 
 # Casebook "GPU Scale": below 16 GPUs tune a single node; PD disaggregation is detrimental there.
@@ -284,6 +285,19 @@ def _pd_instances(scenario: Scenario) -> tuple[ServerConfig, int]:
     return base, gpus // max(base.world_size, 1)
 
 
+def _instance_unfit(ctx: TuningContext) -> str:
+    """Why a dense model's deployment has no two PD pools to split into (its instance, cut to a node, does not
+    start, or only one fits the GPUs), else ""."""
+    server, instances = _pd_instances(ctx.scenario)
+    if not server_starts(ctx.model, ctx.scenario.hardware, server):
+        return (f"Two pools need two instances, and {ctx.model.name} does not start on a node's "
+                f"{server.world_size} GPUs (TP{server.tp_size}): its {ctx.scenario.deployment.total_gpus()} GPUs "
+                "hold one instance.")
+    if instances < 2:
+        return f"The {ctx.scenario.deployment.total_gpus()} GPUs hold one TP{server.tp_size} instance: no two pools."
+    return ""
+
+
 def _shifted(scenario: Scenario, towards_prefill: int) -> ConfigDelta | None:
     """A dense PD deployment with one instance's worth of GPUs moved between the pools (+1: to prefill), each
     pool keeping its own servers (their TP, chunk, running cap); None when a pool would empty or the GPUs do
@@ -373,6 +387,8 @@ class PdDisaggregation(Technique):
         if ctx.scenario.deployment.is_pd:
             return Applicability(True, "The prefill/decode node split is the knob that trades TTFT against ITL; "
                                        "shift nodes while throughput rises and the ITL SLO holds (case 5 round 4).")
+        if not ctx.model.is_moe and (unfit := _instance_unfit(ctx)):
+            return Applicability(False, unfit)
         return Applicability(True, f"{ctx.scenario.hardware.total_gpus} GPUs is the casebook's scale for PD "
                                    "disaggregation: each pool gets its opposite optimum (case 5 round 3).")
 

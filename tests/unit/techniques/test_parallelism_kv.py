@@ -7,9 +7,11 @@ pool holds its 16 clients at the p95 context many times over, so TP2 x 2 is offe
 
 from __future__ import annotations
 
-from plugins.techniques import TECHNIQUES
+import msgspec
+
+from plugins.techniques import TECHNIQUES, PdDisaggregation, RouterPolicy
 from plugins.techniques._rules import kv_need, kv_shortfall, smallest_replica_tp, weight_gb_per_gpu
-from service import SLO, LengthDist, ServerConfig, WorkloadProfile
+from service import SLO, Hardware, LengthDist, ServerConfig, WorkloadProfile
 from tests.unit.techniques.scenarios import context, deployment, scenario
 
 MOE = "Qwen/Qwen3.6-35B-A3B"
@@ -87,3 +89,19 @@ def test_without_nvlink_a_dense_model_is_split_where_its_kv_fits_and_half_the_gp
     assert smallest_replica_tp(ctx.model, scen) == 4
     assert PARALLELISM.applicable(ctx).applicable
     assert [d.summary for d in PARALLELISM.propose(ctx)] == ["TP4 x 2 + power_of_two router"]
+
+
+def test_a_model_a_node_cannot_hold_is_not_split_into_node_replicas_nor_pd_pools() -> None:
+    # Llama-3.1-405B in BF16 as TP16 on two nodes of H100s: a node holds 94.5 GiB a GPU of weights at TP8, so
+    # "TP8 x 2 + cache_aware router" and a TP8 prefill / TP8 decode split were proposed and refused before launch.
+    model = "meta-llama/Meta-Llama-3.1-405B"
+    scen = scenario(model, "H100-SXM", 8, deployment(model, tp=16), clients=32)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=2))
+    ctx = context(scen)
+    for technique in (PARALLELISM, RouterPolicy(), PdDisaggregation()):
+        verdict = technique.applicable(ctx)
+        assert not verdict.applicable, (technique.name, verdict.reason)
+    assert PARALLELISM.applicable(ctx).reason == ("At TP8 the weights alone (94 GiB) would not fit a 80 GB GPU: "
+                                                  "TP16 stays one instance.")
+    assert PdDisaggregation().applicable(ctx).reason.startswith(
+        "Two pools need two instances, and meta-llama/Meta-Llama-3.1-405B does not start on a node's 8 GPUs (TP8)")
