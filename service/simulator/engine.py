@@ -158,7 +158,13 @@ class EventLoop:
         self._await_grammar(w)
 
     def _arrive(self, r: SimRequest, worker: Worker) -> None:
-        if (refusal := worker.refusal(r)) is not None:
+        # Under PD the router hands the request to a prefill and a decode server, and each one's tokenizer
+        # manager checks it against its own request bound: the decode pool, sized apart, can be the smaller.
+        refusal = worker.refusal(r)
+        if refusal is None and self.decode is not None and r.decode_worker >= 0:
+            refusal = self.decode.workers[r.decode_worker].refusal(r)
+            refusal = refusal.replace("per instance", "per decode instance") if refusal else None
+        if refusal is not None:
             r.worker = worker.setup.index
             r.aborted, r.failure = True, refusal
             self.finished(r, self.now)

@@ -82,3 +82,24 @@ def test_a_server_context_length_below_the_pool_bounds_requests_by_the_window() 
     assert result.bench.completed == 0 and result.failure_rate == 1.0
     assert result.error is not None
     assert "refused: prompt longer than the 2,042 tokens SGLang admits (context length of 2,048 tokens)" in result.error
+
+
+def test_a_decode_pool_smaller_than_the_prompt_refuses_it_under_pd() -> None:
+    # PD on two L4s: the prefill server's pool holds the prompt, the decode server's (mem-fraction-static 0.7)
+    # does not. SGLang's router sends the request to both, and the decode server's own bound refuses it.
+    scenario, pool = _on_one_l4(100, 10)
+    group = scenario.deployment.groups[0]
+    decode_server = msgspec.structs.replace(group.server, mem_fraction_static=0.7)
+    decode_pool = resolve_server(resolve_model(scenario.model), scenario.hardware, decode_server).pool_tokens
+    assert decode_pool + 500 < pool, (decode_pool, pool)
+    prefill = msgspec.structs.replace(group, name="prefill", role="prefill", bootstrap_port=8998)
+    decode = msgspec.structs.replace(group, name="decode", role="decode", base_port=group.base_port + 10,
+                                     server=decode_server)
+    pd, _ = _on_one_l4(decode_pool + 100, 50)
+    pd = msgspec.structs.replace(
+        pd, hardware=msgspec.structs.replace(pd.hardware, gpus_per_node=2),
+        deployment=msgspec.structs.replace(pd.deployment, groups=[prefill, decode]))
+    result = run(pd)
+    assert result.bench.completed == 0 and result.failure_rate == 1.0
+    assert result.error is not None
+    assert f"(KV pool of {decode_pool:,} tokens per decode instance)" in result.error
