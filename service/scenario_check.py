@@ -22,16 +22,17 @@ from pathlib import Path
 
 import msgspec
 
-from service.domain import ModelSpec, Scenario, ServerConfig, resolve_model
+from service.domain import ModelSpec, Scenario, resolve_model
 from service.domain.hardware import GPU_ALIASES, GPU_CATALOGUE
 from service.domain.model import known_model_ids, shipped_models
+from service.scenario_capacity import check_capacity
 from service.scenario_ranges import check_ranges
 from service.settings import load_runner_settings
 from service.sglang.safety import looks_like_flag, unsafe_character
 from service.sglang.topology import group_field
 from service.sglang.validate import validate_scenario
 from service.sglang.values import ValidationIssue, errors
-from service.simulator.memory import WeightsDoNotFit, context_window, resolve_server, server_starts, weights_per_gpu
+from service.simulator.memory import server_starts
 
 __all__ = ["ScenarioRefused", "check_candidate", "check_scenario", "refusal_line", "require_valid_scenario"]
 
@@ -66,7 +67,7 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
         issues += (check_head_split(scenario) + check_expert_split(scenario) + check_self_draft(scenario)
-                   + check_weights_fit(scenario) + check_context(scenario))
+                   + check_capacity(scenario))
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -305,39 +306,6 @@ def check_expert_split(scenario: Scenario) -> list[ValidationIssue]:
     return issues
 
 
-def check_context(scenario: Scenario) -> list[ValidationIssue]:
-    """Prompts longer than the model's context window, which SGLang refuses request by request.
-
-    The window is the model's `max_position_embeddings`, or a smaller `--context-length` the server sets. A
-    median prompt past it means most requests are refused (an error: nothing the job measured would be the
-    traffic); a p95 prompt plus answer past it, that the longest few percent are (a warning).
-    """
-    try:
-        model = resolve_model(scenario.model)
-    except (KeyError, OSError, ValueError):
-        return []  # check_model has named it
-    workload = scenario.workload
-    window = min(context_window(model, g.server.extra.get("--context-length")) for g in scenario.deployment.groups)
-    source = (f"{model.name}'s context window of {window:,} tokens" if window == model.max_context else
-              f"the server's --context-length of {window:,} tokens")
-    median, tail = workload.input.median, workload.input.p95_tokens() + workload.output.p95_tokens()
-    if median > window:
-        return [ValidationIssue(
-            field="workload.input.median",
-            message=f"the median prompt of {median:,} tokens is longer than {source}; SGLang refuses every "
-                    "request past it, so most of this traffic would never be served",
-            hint=f"shorten the prompts below {window:,} tokens (retrieve or summarise), or choose a model with a "
-                 "longer context")]
-    if tail > window:
-        return [ValidationIssue(
-            field="workload.input.p95", severity="warning",
-            message=f"a p95 prompt and answer take {tail:,} tokens, more than {source}: SGLang refuses the "
-                    "longest few percent of requests (a real server's rounds count them as failed; the "
-                    "simulator draws no prompt past the window, so its rounds leave them out)",
-            hint=f"keep prompt and answer under {window:,} tokens, or choose a model with a longer context")]
-    return []
-
-
 def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
     """NEXTN on a model whose checkpoint carries no MTP layer and with no draft named: SGLang drafts with the
     target's own multi-token-prediction layer there, and with none to load the server fails at start."""
@@ -372,73 +340,6 @@ def _head_split(model: ModelSpec, tp: int) -> str | None:
     if kv and (tp % kv if tp >= kv else kv % tp):
         return f"its {kv} KV heads neither divide over {tp} attention TP ranks nor replicate evenly across them"
     return None
-
-
-def check_weights_fit(scenario: Scenario) -> list[ValidationIssue]:
-    """A server whose weights leave no KV cache in its static pool, which SGLang refuses at every start.
-
-    The casebook's capacity calculation, done before the first round: weights per GPU (split by TP, experts by
-    EP) against mem-fraction-static x HBM, sized as the simulator sizes the pool. A checkpoint stored quantized
-    is sized in its own bits (config.json's quantization_config), and not checked when they cannot be read.
-    """
-    try:
-        model = resolve_model(scenario.model)
-    except (KeyError, OSError, ValueError):
-        return []  # check_model has named it
-    if model.prequantized and not model.prequantized_bits:
-        return []
-    issues = []
-    for index, group in enumerate(scenario.deployment.groups):
-        try:
-            resolve_server(model, scenario.hardware, group.server)
-        except WeightsDoNotFit as exc:
-            issues.append(_chunk_reserve_issue(model, scenario, index, group.server, exc) or ValidationIssue(
-                field=group_field(index, "server.tp-size"), flag="--tp-size",
-                message=f"the server cannot start: {exc}", hint=_fitting_hint(model, scenario, group.server)))
-        except ValueError:
-            continue  # other start failures (activation headroom) are the runner's to report
-    return issues
-
-
-def _chunk_reserve_issue(model: ModelSpec, scenario: Scenario, index: int, server: ServerConfig,
-                         exc: WeightsDoNotFit) -> ValidationIssue | None:
-    """The issue when it is the chunk, not the weights: SGLang's default mem-fraction-static sets aside 1.5 MB
-    per token of the chunk (`memory_hook.py`), so a long chunk on a small GPU leaves the weights no room.
-
-    None when the server would not start with SGLang's default chunk either (the weights are the cause).
-    """
-    chunk = server.chunked_prefill_size
-    if server.mem_fraction_static is not None or chunk is None or chunk <= 0 or not server_starts(
-            model, scenario.hardware, msgspec.structs.replace(server, chunked_prefill_size=None)):
-        return None
-    fits = next((size for size in (chunk // 2**i for i in range(1, 6)) if size >= 2048 and server_starts(
-        model, scenario.hardware, msgspec.structs.replace(server, chunked_prefill_size=size))), None)
-    smaller = f"a chunked-prefill-size of {fits} or less" if fits else "SGLang's default chunked-prefill-size"
-    return ValidationIssue(
-        field=group_field(index, "server.chunked-prefill-size"), flag="--chunked-prefill-size",
-        message=f"the server cannot start: {exc}: SGLang's default mem-fraction-static sets aside 1.5 MB per "
-                f"token of the {chunk}-token chunk for activations",
-        hint=f"set mem-fraction-static explicitly, or use {smaller}")
-
-
-def _fitting_hint(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> str:
-    """The smallest TP (within the hardware) whose weights take at most 80% of a GPU, and FP8 where it helps."""
-    hbm = scenario.hardware.spec.hbm_gb * 1024**3
-    options = []
-    tp = server.tp_size
-    while tp < scenario.hardware.total_gpus:
-        tp *= 2
-        wider = msgspec.structs.replace(server, tp_size=tp)
-        if weights_per_gpu(model, wider) <= 0.8 * hbm:
-            options.append(f"tp-size {tp} ({weights_per_gpu(model, wider) / 1024**3:.0f} GiB of weights per GPU)")
-            break
-    if server.weight_dtype != "fp8" and scenario.hardware.spec.supports_fp8:
-        fp8 = msgspec.structs.replace(server, quantization="fp8")
-        if weights_per_gpu(model, fp8) <= 0.8 * hbm:
-            options.append(f'quantization = "fp8" ({weights_per_gpu(model, fp8) / 1024**3:.0f} GiB per GPU), '
-                           "after a quality check")
-    return ("use " + " or ".join(options)) if options else \
-        "the model does not fit this hardware: use more or larger GPUs, or a smaller model"
 
 
 def _climbs(path: str) -> bool:
