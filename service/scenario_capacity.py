@@ -12,7 +12,14 @@ import msgspec
 from service.domain import ModelSpec, Scenario, ServerConfig, resolve_model
 from service.sglang.topology import group_field
 from service.sglang.values import ValidationIssue
-from service.simulator.memory import WeightsDoNotFit, context_window, resolve_server, server_starts, weights_per_gpu
+from service.simulator.memory import (
+    WeightsDoNotFit,
+    context_window,
+    request_bound,
+    resolve_server,
+    server_starts,
+    weights_per_gpu,
+)
 
 # SGLang refuses a prompt of `max_req_len - 5` tokens or more (`validate_input_length`).
 _REFUSAL_MARGIN = 5
@@ -25,7 +32,9 @@ def check_capacity(scenario: Scenario) -> list[ValidationIssue]:
     except (KeyError, OSError, ValueError):
         return []  # check_model has named it
     fit = check_weights_fit(scenario, model)
-    return fit + check_context(scenario, model) + ([] if fit else check_request_bound(scenario, model))
+    # A checkpoint stored quantized in bits config.json does not state is not sized (as check_weights_fit).
+    sized = not fit and not (model.prequantized and not model.prequantized_bits)
+    return fit + check_context(scenario, model) + (check_request_bound(scenario, model) if sized else [])
 
 
 def check_context(scenario: Scenario, model: ModelSpec) -> list[ValidationIssue]:
@@ -132,16 +141,17 @@ def check_request_bound(scenario: Scenario, model: ModelSpec) -> list[Validation
     median, p95 = workload.input.median, workload.input.p95_tokens()
     for index, group in enumerate(scenario.deployment.groups):
         try:
-            pool = resolve_server(model, scenario.hardware, group.server).pool_tokens
+            resolved = resolve_server(model, scenario.hardware, group.server)
         except ValueError:
             continue  # a server that does not start is check_weights_fit's, or the runner's, to report
-        window = context_window(model, group.server.extra.get("--context-length"))
-        if pool >= window:
+        pool = resolved.rank_pool_tokens
+        if pool >= context_window(model, group.server.extra.get("--context-length")):
             continue
-        admitted = pool - 1 - _REFUSAL_MARGIN
+        admitted = request_bound(model, resolved, group.server.extra.get("--context-length")) - _REFUSAL_MARGIN
         if p95 < admitted:
             continue
-        where = f"{group.name}'s KV pool of {pool:,} tokens per instance admits prompts under {admitted:,} tokens"
+        holder = "DP-attention rank" if resolved.attention_dp > 1 else "instance"
+        where = f"{group.name}'s KV pool of {pool:,} tokens per {holder} admits prompts under {admitted:,} tokens"
         hint = "give each instance " + _larger_pool_hint(model, scenario, group.server, p95 + _REFUSAL_MARGIN + 2)
         if median >= admitted:
             return [ValidationIssue(
@@ -178,6 +188,6 @@ def _larger_pool_hint(model: ModelSpec, scenario: Scenario, server: ServerConfig
 
 def _pool(model: ModelSpec, scenario: Scenario, server: ServerConfig) -> int:
     try:
-        return resolve_server(model, scenario.hardware, server).pool_tokens
+        return resolve_server(model, scenario.hardware, server).rank_pool_tokens
     except ValueError:
         return 0

@@ -118,10 +118,13 @@ class MoeParallelism(Technique):
                                 deployment=_map_servers(ctx.scenario.deployment, without_ep), simplifies=True)]
         if server.ep_size <= 1:
             return [self._ep(ctx, overlap) for overlap in (False, True)]
-        return [ConfigDelta(technique=self.name, summary=f"EPLB deepseek, {server.ep_size} redundant experts",
+        # Redundant experts as many as the EP ranks (casebook case 5), or the fewest above that still split the
+        # experts evenly over them (a PD decode domain of EP88 carrying 256 experts takes 96).
+        spare = redundant_experts(ctx.model.num_experts, server.ep_size, server.ep_size)
+        return [ConfigDelta(technique=self.name, summary=f"EPLB deepseek, {spare} redundant experts",
                             set_server={"enable_eplb": True, "eplb_algorithm": "deepseek",
                                         "eplb_rebalance_num_iterations": 500,
-                                        "ep_num_redundant_experts": server.ep_size},
+                                        "ep_num_redundant_experts": spare},
                             roles=["unified", "decode"])]
 
     def _ep(self, ctx: TuningContext, overlap: bool) -> ConfigDelta:

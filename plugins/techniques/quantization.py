@@ -78,11 +78,17 @@ class Quantization(Technique):
 
 
 def _stored_quantized(ctx: TuningContext) -> str:
-    """How the checkpoint stores its weights when in 8 bits or fewer ("fp8", "awq 4-bit"), else ""."""
+    """How the checkpoint stores its weights when quantized to 8 bits or fewer, or in bits its config.json does
+    not state ("FP8", "awq 4-bit", "compressed-tensors"), else ""."""
     bits, method = ctx.model.prequantized_bits, ctx.model.prequantized
-    if not bits or bits > 8:
+    if not method or bits > 8:
         return ""
-    return "FP8" if method in ("fp8", "fbgemm_fp8", "modelopt_fp8", "w8a8_fp8") else f"{method} {bits}-bit"
+    # SGLang refuses `--quantization fp8` on a checkpoint stored with another method (`_verify_quantization`),
+    # whether or not config.json states its bits (compressed-tensors keeps them in `config_groups`).
+    if method in ("fp8", "fbgemm_fp8", "modelopt_fp8", "w8a8_fp8"):
+        return "FP8"
+    named = method if method != "unknown" else "a quantized format"
+    return f"{named} {bits}-bit" if bits else named
 
 
 def quality_check(ctx: TuningContext, technique: str) -> str | None:

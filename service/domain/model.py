@@ -132,7 +132,7 @@ def estimate_params(cfg: dict[str, Any]) -> tuple[float, float]:
         mlp_total, mlp_active = per_expert * (experts + shared), per_expert * (top_k + shared)
     else:
         mlp_total = mlp_active = 3 * hidden * int(_get(cfg, "intermediate_size"))
-    embed = 2 * vocab * hidden
+    embed = (1 if _get(cfg, "tie_word_embeddings", default=False) else 2) * vocab * hidden
     # DeepSeek-style MoE keeps its first layers dense (`first_k_dense_replace`), with the dense MLP width.
     dense = min(layers, int(_get(cfg, "first_k_dense_replace", default=0) or 0)) if experts else 0
     dense_layers = dense * (attn + 3 * hidden * int(_get(cfg, "intermediate_size", default=0) or 0))
@@ -271,7 +271,11 @@ def bundled_configs() -> dict[str, Path]:
             stem = path.name.removesuffix("_config.json")
             if stem.endswith("_hf_quant") or (folder / f"{stem}_hf_quant_config.json").exists() or "--" not in stem:
                 continue
-            if json.loads(path.read_text()).get("model_type") not in _ESTIMATED_MODEL_TYPES:
+            try:
+                cfg = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # a file the package ships broken names no model
+            if not isinstance(cfg, dict) or cfg.get("model_type") not in _ESTIMATED_MODEL_TYPES:
                 continue
             found[stem.replace("--", "/", 1)] = path
         return found

@@ -25,7 +25,7 @@ from service.emulator.metrics import EngineMetrics
 from service.emulator.tokens import blocks_of
 from service.simulator.batch import Recorder
 from service.simulator.experts import expert_balance
-from service.simulator.memory import context_window, host_pool_tokens, resolve_server
+from service.simulator.memory import host_pool_tokens, request_bound, resolve_server
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
 from service.simulator.speculative import speculative_settings
@@ -80,7 +80,7 @@ class EmulatedEngine:
             step_factor=self.balance.step_factor(cached_cost.includes_expert_skew()) if self.balance else 1.0,
             host_link_bytes_per_s=hardware.spec.pcie_gbps * 1e9,
             prefill_decode_interval=int(args.get("prefill_decode_interval", 0) or 0),
-            max_req_len=min(context_window(model, args.get("context_length")), resolved.pool_tokens) - 1)
+            max_req_len=request_bound(model, resolved, args.get("context_length")))
         # One emulated server sees the host's free memory alone, as SGLang's check at its own start does.
         cache = RadixCache(page_size=resolved.page_size, enabled=not server.disable_radix_cache,
                            host_capacity=host_pool_tokens(resolved, server, hardware, 1.0),

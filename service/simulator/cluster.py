@@ -18,7 +18,7 @@ from service.domain import Hardware, ModelSpec, Scenario, ServerConfig, WorkerGr
 from service.simulator.batch import Recorder
 from service.simulator.experts import ExpertBalance, expert_balance
 from service.simulator.grammar import MASK_SECONDS, GrammarCache, grammar_backend, host_share
-from service.simulator.memory import ResolvedServer, context_window, host_pool_tokens, resolve_server
+from service.simulator.memory import ResolvedServer, host_pool_tokens, request_bound, resolve_server
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
 from service.simulator.router import Router
@@ -182,7 +182,7 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
             host_link_bytes_per_s=_host_link(hardware),
             prefill_decode_interval=_int_flag(server, "--prefill-decode-interval"),
             fallback_step_factor=balance.step_factor(False) if balance else None,
-            max_req_len=min(context_window(model, server.extra.get("--context-length")), resolved.pool_tokens) - 1)
+            max_req_len=request_bound(model, resolved, server.extra.get("--context-length")))
         workers.append(Worker(setup, cache, recorder, rng, on_finish))
     return workers
 

@@ -66,10 +66,21 @@ class ResolvedServer:
     world_size: int
 
     @property
+    def rank_pool_tokens(self) -> int:
+        """The pool one scheduler holds: under DP attention each rank has its own scheduler and pool (the
+        server's `pool_tokens` is their sum), and SGLang bounds a request by its rank's pool."""
+        return self.pool_tokens // max(self.attention_dp, 1)
+
+    @property
     def device_pool_bytes(self) -> float:
         """The KV pool's bytes over all of the server's GPUs: each attention-DP group holds its share of the
         tokens, each GPU its heads of them (an MLA latent is replicated on every GPU of a group)."""
         return self.pool_tokens / max(self.attention_dp, 1) * self.kv_bytes_per_gpu_token * self.world_size
+
+
+def request_bound(model: ModelSpec, resolved: ResolvedServer, context_length: object) -> int:
+    """SGLang's `max_req_len` (`managers/tp_worker.py`): min(context length, one scheduler's KV pool) - 1."""
+    return min(context_window(model, context_length), resolved.rank_pool_tokens) - 1
 
 
 def context_window(model: ModelSpec, context_length: object) -> int:

@@ -112,7 +112,9 @@ class Worker:
         if limit <= 0:
             return None
         if req.input_len >= limit - 5:
-            bound = (f"KV pool of {self.res.pool_tokens:,} tokens per instance" if limit >= self.res.pool_tokens - 1
+            pool = self.res.rank_pool_tokens
+            holder = "DP-attention rank" if self.res.attention_dp > 1 else "instance"
+            bound = (f"KV pool of {pool:,} tokens per {holder}" if limit >= pool - 1
                      else f"context length of {limit + 1:,} tokens")
             return f"refused: prompt longer than the {limit - 5:,} tokens SGLang admits ({bound})"
         req.max_new_tokens = min(req.max_new_tokens, limit - req.input_len - 1)

@@ -46,3 +46,20 @@ def test_a_median_prompt_past_the_pool_is_an_error_and_prompts_inside_it_are_cle
                           "smaller KV cache per token")
     clean, pool = _issues(500, 1_500)
     assert pool > 1_500 and clean == []
+
+
+def test_under_dp_attention_the_bound_is_one_ranks_pool() -> None:
+    # Qwen3-Coder-480B in FP8 as TP16 with DP attention 16 on two H100 nodes: each rank's scheduler holds its
+    # own pool of about 157k tokens, below the 262k-token context; the server's 2.5M tokens are their sum.
+    # SGLang bounds a request by its rank's pool (`tp_worker.py` max_req_len from the rank's KV capacity).
+    model = "Qwen/Qwen3-Coder-480B-A35B-Instruct"
+    workload = WorkloadProfile(input=LengthDist(median=60_000, p95=180_000), output=LengthDist(median=500, p95=900),
+                               peak_concurrency=8)
+    dep = deployment(model, tp=16, attention_dp_size=16, ep_size=16, quantization="fp8")
+    scen = scenario(model, "H100-SXM", 8, dep, clients=8, workload=workload)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=2))
+    resolved = resolve_server(resolve_model(model), scen.hardware, dep.groups[0].server)
+    assert resolved.pool_tokens > resolve_model(model).max_context > resolved.rank_pool_tokens * 1.5
+    [issue] = [i for i in check_scenario(scen) if "KV pool" in i.message]
+    assert issue.severity == "warning"
+    assert f"KV pool of {resolved.rank_pool_tokens:,} tokens per DP-attention rank" in issue.message

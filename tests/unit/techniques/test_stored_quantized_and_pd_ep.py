@@ -7,6 +7,7 @@ import msgspec
 
 from plugins.techniques import MoeParallelism, PdDisaggregation, Quantization
 from service import Deployment, Hardware, RouterConfig, ServerConfig, WorkerGroup
+from service.domain.model import bundled_configs
 from service.engine.delta import apply_delta
 from service.scenario_check import check_candidate
 
@@ -123,3 +124,33 @@ def test_every_pd_split_of_an_ep_domain_loads_its_experts() -> None:
         assert check_candidate(apply_delta(scen, delta)) == [], delta.summary
     five_eleven = next(d for d in proposals if d.summary.startswith("PD prefill 5 / decode 11"))
     assert next(g for g in five_eleven.deployment.groups if g.role == "decode").server.ep_num_redundant_experts == 96
+
+
+def test_eplb_on_a_decode_domain_takes_redundant_experts_that_split_evenly() -> None:
+    # An EP88 decode domain (11 of 16 nodes) of DeepSeek-V4-Flash without EPLB: EPLB's redundant experts
+    # equal to the EP size (the casebook's 88) would give 344 experts over 88 ranks, which SGLang cannot load.
+    model = "deepseek-ai/DeepSeek-V4-Flash"
+    server = ServerConfig(model_path=model, tp_size=88, ep_size=88, attention_dp_size=22, moe_a2a_backend="deepep",
+                          ep_num_redundant_experts=8)
+    dep = Deployment(groups=[WorkerGroup(name="prefill", role="prefill", replicas=5, base_port=32000,
+                                         bootstrap_port=32090, server=ServerConfig(model_path=model, tp_size=8)),
+                             WorkerGroup(name="decode", role="decode", replicas=1, base_port=32010, server=server)],
+                     router=RouterConfig(policy="cache_aware", port=32100))
+    scen = scenario(model, "H200-SXM", 8, dep, clients=1024)
+    scen = msgspec.structs.replace(scen, hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=16))
+    (delta,) = MoeParallelism().propose(context(scen))
+    assert delta.set_server["ep_num_redundant_experts"] == 96 and delta.summary == "EPLB deepseek, 96 redundant experts"
+
+
+def test_a_checkpoint_quantized_in_unstated_bits_is_never_offered_quantization_fp8(tmp_path) -> None:  # noqa: ANN001
+    # compressed-tensors keeps its bits in `config_groups`: SGLang would still refuse `--quantization fp8` on it
+    # (`_verify_quantization`: the checkpoint's method and the flag's differ).
+    import json
+
+    cfg = json.loads(bundled_configs()["Qwen/Qwen3-32B"].read_text())
+    cfg["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {}}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model = str(tmp_path)
+    (delta,) = Quantization().propose(context(scenario(model, "H100-SXM", 2, deployment(model, tp=2), clients=16)))
+    assert "quantization" not in delta.set_server
+    assert delta.summary == "FP8 KV (weights already compressed-tensors in the checkpoint)"
