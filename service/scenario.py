@@ -7,10 +7,11 @@ from pathlib import Path
 import msgspec
 
 from service.domain import ModelSpec, Scenario, resolve_model
+from service.sglang.flags import versions_with
 from service.strict_toml import InputFileError, decode_data, decode_file, decode_text
 from service.traces import read_trace
 
-__all__ = ["InputFileError", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
+__all__ = ["InputFileError", "is_sglang_flag", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
            "scenario_model"]
 
 INLINE_TRACE_HINT = ("a scenario sent as text or data has no folder to read a trace file from: send the records "
@@ -23,17 +24,22 @@ def load_scenario(path: str | Path) -> Scenario:
     if not path.exists():
         raise InputFileError("file not found", file=str(path), line=None, field=None,
                              hint="pass the path of a scenario .toml file (see examples/casebook/)")
-    return _with_trace_records(decode_file(path, Scenario), path.parent)
+    return _with_trace_records(decode_file(path, Scenario, known_flag=is_sglang_flag), path.parent)
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Strictly decode scenario TOML text (an API upload or a playbook's embedded scenario)."""
-    return require_inline_trace(decode_text(text, Scenario, source=source), source)
+    return require_inline_trace(decode_text(text, Scenario, source=source, known_flag=is_sglang_flag), source)
 
 
 def scenario_from_data(data: object, source: str = "<request>") -> Scenario:
     """Strictly convert parsed JSON or TOML data into a Scenario."""
-    return require_inline_trace(decode_data(data, Scenario, source=source), source)
+    return require_inline_trace(decode_data(data, Scenario, source=source, known_flag=is_sglang_flag), source)
+
+
+def is_sglang_flag(spelling: str) -> bool:
+    """Whether `spelling` is a launch flag of any shipped SGLang version's catalogue."""
+    return bool(versions_with(spelling))
 
 
 def _with_trace_records(scenario: Scenario, base: Path) -> Scenario:

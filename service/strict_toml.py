@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,12 +34,13 @@ class InputFileError(ValueError):
         super().__init__(f"{where}: {message}" + (f" ({hint})" if hint else ""))
 
 
-def decode_file(path: Path, type_: type[T]) -> T:
+def decode_file(path: Path, type_: type[T], *, known_flag: Callable[[str], bool] | None = None) -> T:
     """Read and strictly decode a TOML file into `type_`."""
-    return decode_text(path.read_text(encoding="utf-8"), type_, source=str(path))
+    return decode_text(path.read_text(encoding="utf-8"), type_, source=str(path), known_flag=known_flag)
 
 
-def decode_text(text: str, type_: type[T], *, source: str = "<string>") -> T:
+def decode_text(text: str, type_: type[T], *, source: str = "<string>",
+                known_flag: Callable[[str], bool] | None = None) -> T:
     """Strictly decode TOML text into `type_`: syntax, unknown keys, then types."""
     try:
         data = tomllib.loads(text)
@@ -46,23 +48,28 @@ def decode_text(text: str, type_: type[T], *, source: str = "<string>") -> T:
         line = _line_from_toml_error(str(exc))
         raise InputFileError(f"not valid TOML: {exc}", file=source, line=line, field=None,
                              hint="check quoting and brackets on that line") from exc
-    return decode_data(data, type_, text=text, source=source)
+    return decode_data(data, type_, text=text, source=source, known_flag=known_flag)
 
 
-def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<data>") -> T:
-    """Strictly convert already-parsed data (e.g. a JSON request body) into `type_`."""
+def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<data>",
+                known_flag: Callable[[str], bool] | None = None) -> T:
+    """Strictly convert already-parsed data (e.g. a JSON request body) into `type_`.
+
+    `known_flag` says whether a spelling ("--disable-cuda-graph") is a real launch flag: an unknown key of a
+    table with `extra` that is one is pointed to `extra` even where a table key lies near it.
+    """
     problem = find_unknown_key(data, mi.type_info(type_), [])
     if problem is not None:
         path, key, valid = problem
         near = get_close_matches(key, valid, n=1, cutoff=0.5)
         where = dotted(path) or "the top level"
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
-        if "extra" in valid:
+        flag = "--" + str(key).lstrip("-").replace("_", "-")
+        if "extra" in valid and (not near or (known_flag is not None and known_flag(flag))):
             # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`
             # (a near key is a guess: `disable-cuda-graph` is a real flag, not a misspelt `disable-radix-cache`).
-            flag = "--" + str(key).lstrip("-").replace("_", "-")
             shown = _flag_value(_at(data, [*path, key]))
-            hint += (f" If {flag} is an SGLang flag, it goes" if near else "; any other SGLang flag goes")
+            hint += (f" {flag} is an SGLang flag: it goes" if near else "; any other SGLang flag goes")
             hint += (f" under `extra`, keyed by the flag as it is typed: \"{flag}\""
                      + (f" = {shown}" if shown is not None else ""))
         raise InputFileError(f"unknown key `{key}` in {where}", file=source, line=locate(text, [*path, key]),

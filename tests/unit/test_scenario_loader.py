@@ -75,8 +75,12 @@ def test_a_real_flag_near_a_table_key_is_not_only_called_a_misspelling(tmp_path)
     path = _with(tmp_path, "tp-size = 2", "tp-size = 2\ndisable-cuda-graph = true")
     with pytest.raises(InputFileError) as info:
         load_scenario(path)
-    assert info.value.hint == ("did you mean `disable-radix-cache`? If --disable-cuda-graph is an SGLang flag, it "
+    assert info.value.hint == ("did you mean `disable-radix-cache`? --disable-cuda-graph is an SGLang flag: it "
                                'goes under `extra`, keyed by the flag as it is typed: "--disable-cuda-graph" = true')
+    # A misspelt table key that is no SGLang flag gets the near key alone.
+    with pytest.raises(InputFileError) as typo:
+        load_scenario(_with(tmp_path, "tp-size = 2", "tp_sise = 2"))
+    assert typo.value.hint == "did you mean `tp-size`?"
     fixed = _with(tmp_path, "tp-size = 2", 'tp-size = 2\nextra = { "--disable-cuda-graph" = true }')
     issues = check_scenario(load_scenario(fixed))
     assert any(i.field.endswith('extra."--disable-cuda-graph"') or "--disable-cuda-graph" in i.message
