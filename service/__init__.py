@@ -28,7 +28,7 @@ from service.components import (
 from service.cost_model_choice import choose_cost_model
 from service.domain import *  # noqa: F403
 from service.domain import __all__ as _domain_all
-from service.domain.model import model_from_config, shipped_models
+from service.domain.model import bundled_configs, model_from_config, shipped_models
 from service.hookspecs import hookimpl
 from service.loadgen import (
     WARM_PROMPTS_SEED_OFFSET,
@@ -130,6 +130,7 @@ __all__ = [
     "check_candidate",
     "check_scenario",
     "model_from_config",
+    "bundled_configs",
     "shipped_models",
     "load_playbook",
     "load_playbook_dir",

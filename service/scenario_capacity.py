@@ -13,6 +13,7 @@ from service.domain import ModelSpec, Scenario, ServerConfig, resolve_model
 from service.sglang.topology import group_field
 from service.sglang.values import ValidationIssue
 from service.simulator.memory import (
+    PROMPT_MARGIN,
     WeightsDoNotFit,
     context_window,
     request_bound,
@@ -21,9 +22,6 @@ from service.simulator.memory import (
     weights_per_gpu,
 )
 
-# SGLang refuses a prompt of `max_req_len - 5` tokens or more (`validate_input_length`).
-_REFUSAL_MARGIN = 5
-
 
 def check_capacity(scenario: Scenario) -> list[ValidationIssue]:
     """Weights that leave no pool, prompts past the context window, prompts past what the pool admits."""
@@ -31,10 +29,11 @@ def check_capacity(scenario: Scenario) -> list[ValidationIssue]:
         model = resolve_model(scenario.model)
     except (KeyError, OSError, ValueError):
         return []  # check_model has named it
+    if model.prequantized and not model.prequantized_bits:
+        # A checkpoint stored quantized in bits its config.json does not state cannot be sized.
+        return check_context(scenario, model)
     fit = check_weights_fit(scenario, model)
-    # A checkpoint stored quantized in bits config.json does not state is not sized (as check_weights_fit).
-    sized = not fit and not (model.prequantized and not model.prequantized_bits)
-    return fit + check_context(scenario, model) + (check_request_bound(scenario, model) if sized else [])
+    return fit + check_context(scenario, model) + ([] if fit else check_request_bound(scenario, model))
 
 
 def check_context(scenario: Scenario, model: ModelSpec) -> list[ValidationIssue]:
@@ -71,10 +70,8 @@ def check_weights_fit(scenario: Scenario, model: ModelSpec) -> list[ValidationIs
 
     The casebook's capacity calculation, done before the first round: weights per GPU (split by TP, experts by
     EP) against mem-fraction-static x HBM, sized as the simulator sizes the pool. A checkpoint stored quantized
-    is sized in its own bits (config.json's quantization_config), and not checked when they cannot be read.
+    is sized in its own bits (config.json's quantization_config).
     """
-    if model.prequantized and not model.prequantized_bits:
-        return []
     issues = []
     for index, group in enumerate(scenario.deployment.groups):
         try:
@@ -147,12 +144,12 @@ def check_request_bound(scenario: Scenario, model: ModelSpec) -> list[Validation
         pool = resolved.rank_pool_tokens
         if pool >= context_window(model, group.server.extra.get("--context-length")):
             continue
-        admitted = request_bound(model, resolved, group.server.extra.get("--context-length")) - _REFUSAL_MARGIN
+        admitted = request_bound(model, resolved, group.server.extra.get("--context-length")) - PROMPT_MARGIN
         if p95 < admitted:
             continue
         holder = "DP-attention rank" if resolved.attention_dp > 1 else "instance"
         where = f"{group.name}'s KV pool of {pool:,} tokens per {holder} admits prompts under {admitted:,} tokens"
-        hint = "give each instance " + _larger_pool_hint(model, scenario, group.server, p95 + _REFUSAL_MARGIN + 2)
+        hint = "give each instance " + _larger_pool_hint(model, scenario, group.server, p95 + PROMPT_MARGIN + 2)
         if median >= admitted:
             return [ValidationIssue(
                 field=group_field(index, "server.tp-size"), flag="--tp-size",

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from plugins.cost_models.shapes import FP8_QUANTIZATIONS
-from service import AttentionKind, Hardware, ModelSpec, ServerConfig, model_from_config, shipped_models
+from service import (
+    AttentionKind,
+    Hardware,
+    ModelSpec,
+    ServerConfig,
+    bundled_configs,
+    model_from_config,
+    shipped_models,
+)
 
 # aiconfigurator-core's import name: its successor installs as `aisimulate_core` (0.12's `aiconfigurator_core`
 # warns that its name goes away), so the successor's name is tried first.
@@ -120,7 +128,7 @@ def config_candidates(model: ModelSpec) -> list[tuple[str, str]]:
     shipped = shipped_models().get(model.name)
     if shipped is not None and (shipped / "config.json").exists():
         found.append((str(shipped), f"{model.name}'s shipped config.json"))
-    elif _bundles(model.name):
+    elif model.name in bundled_configs():
         found.append((model.name, f"{model.name}'s own config.json as aiconfigurator-core bundles it"))
     elif model.attention is AttentionKind.GQA:
         found.append((synthesized_config(model), f"a Qwen3-shaped config.json written from {model.name}'s spec"))
@@ -136,15 +144,6 @@ def nearest_bundled(model: ModelSpec) -> str | None:
     if not candidates:
         return None
     return min(candidates, key=lambda item: abs(item[1] - model.params_total))[0]
-
-
-def _bundles(name: str) -> bool:
-    """Whether aiconfigurator-core bundles a config.json under the Hugging Face id `name`."""
-    try:
-        folder = Path(aic_import().__file__).parent / "model_configs"
-    except ImportError:
-        return False
-    return (folder / f"{name.replace('/', '--')}_config.json").exists()
 
 
 def bundled_spec(name: str) -> ModelSpec | None:

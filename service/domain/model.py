@@ -8,6 +8,7 @@ they are estimated from the config.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import tomllib
@@ -251,6 +252,7 @@ _ESTIMATED_MODEL_TYPES = frozenset({"llama", "qwen3", "qwen3_moe", "mixtral", "d
 _BUNDLING_PACKAGES = ("aisimulate_core", "aiconfigurator_core")
 
 
+@functools.cache
 def bundled_configs() -> dict[str, Path]:
     """Model configs bundled with aiconfigurator-core: Hugging Face id -> config.json.
 

@@ -33,6 +33,7 @@ from service.emulator.http import (
 from service.emulator.json_output import DEFAULT_FAILURE_RATE
 from service.emulator.tokens import encode
 from service.sglang import version_key
+from service.simulator.memory import PROMPT_MARGIN
 
 HEALTH_GENERATE_TIMEOUT_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT default
 FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, "
@@ -240,7 +241,7 @@ class EmulatorApp:
     @property
     def max_req_input_len(self) -> int:
         """SGLang's `max_req_len - 5` (`tp_worker.py`), from the bound the engine's scheduler applies."""
-        return self.engine.worker.setup.max_req_len - 5
+        return self.engine.worker.setup.max_req_len - PROMPT_MARGIN
 
     async def _refuse(self, send: Send, gen: Generation, message: str, openai: bool) -> None:
         if not gen.stream:

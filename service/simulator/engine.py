@@ -163,7 +163,6 @@ class EventLoop:
         refusal = worker.refusal(r)
         if refusal is None and self.decode is not None and r.decode_worker >= 0:
             refusal = self.decode.workers[r.decode_worker].refusal(r)
-            refusal = refusal.replace("tokens per ", "tokens per decode ") if refusal else None
         if refusal is not None:
             r.worker = worker.setup.index
             r.aborted, r.failure = True, refusal

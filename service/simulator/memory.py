@@ -78,6 +78,10 @@ class ResolvedServer:
         return self.pool_tokens / max(self.attention_dp, 1) * self.kv_bytes_per_gpu_token * self.world_size
 
 
+# SGLang refuses a prompt of `max_req_len - 5` tokens or more (`validate_input_length`).
+PROMPT_MARGIN = 5
+
+
 def request_bound(model: ModelSpec, resolved: ResolvedServer, context_length: object) -> int:
     """SGLang's `max_req_len` (`managers/tp_worker.py`): min(context length, one scheduler's KV pool) - 1."""
     return min(context_window(model, context_length), resolved.rank_pool_tokens) - 1

@@ -18,7 +18,7 @@ import numpy as np
 
 from service.components import StepCostModel
 from service.simulator.batch import Recorder, RunningBatch
-from service.simulator.memory import ResolvedServer
+from service.simulator.memory import PROMPT_MARGIN, ResolvedServer
 from service.simulator.radix import RadixCache
 from service.simulator.requests import SimRequest
 from service.simulator.speculative import SpeculativeSettings, sample_accepts
@@ -111,12 +111,13 @@ class Worker:
         limit = self.setup.max_req_len
         if limit <= 0:
             return None
-        if req.input_len >= limit - 5:
+        if req.input_len >= limit - PROMPT_MARGIN:
             pool = self.res.rank_pool_tokens
-            holder = "DP-attention rank" if self.res.attention_dp > 1 else "instance"
+            holder = ("decode " if self.setup.role == "decode" else "") + (
+                "DP-attention rank" if self.res.attention_dp > 1 else "instance")
             bound = (f"KV pool of {pool:,} tokens per {holder}" if limit >= pool - 1
                      else f"context length of {limit + 1:,} tokens")
-            return f"refused: prompt longer than the {limit - 5:,} tokens SGLang admits ({bound})"
+            return f"refused: prompt longer than the {limit - PROMPT_MARGIN:,} tokens SGLang admits ({bound})"
         req.max_new_tokens = min(req.max_new_tokens, limit - req.input_len - 1)
         if req.output_len > req.max_new_tokens:
             req.output_cut, req.output_len = req.output_len - req.max_new_tokens, req.max_new_tokens
