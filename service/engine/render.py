@@ -40,7 +40,10 @@ def render_markdown(report: TuningReport) -> str:
     lines = [f"# Tuning report: {job.playbook} on {job.scenario}", "", *report.headline, "",
              f"Job `{job.id}` on runner `{job.runner}`: **{job.state}** ({job.stop_reason}). "
              f"{job.rounds_used} of {job.max_rounds} rounds, {job.gpu_minutes:.1f} GPU-minutes"
-             + (f", seed {job.seed}." if job.seed is not None else "."), "", "## Rounds", ""]
+             + (f", seed {job.seed}." if job.seed is not None else "."), ""]
+    if report.warnings:
+        lines += ["## Scenario warnings", "", *[f"- {line}" for line in report.warnings], ""]
+    lines += ["## Rounds", ""]
     lines += _rounds_table(report)
     lines += ["", "## Decisions", ""]
     for round_ in report.rounds:
@@ -213,12 +216,14 @@ def render_html(report: TuningReport) -> str:
     headline = "".join(f"<p>{html.escape(line.replace('**', ''))}</p>" for line in report.headline)
     charts = "".join(_bar_chart(report.rounds, name, read) for name, read in CHART_FIGURES)
     slo = "".join(f"<li>{html.escape(line[2:])}</li>" for line in _slo_lines(report) if line.startswith("- "))
+    warned = "".join(f"<li>{html.escape(line)}</li>" for line in report.warnings)
     commands = "\n".join(shell_line(c) for c in _commands(report))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{_STYLE}</style>"
             f"</head><body><h1>{title}</h1><div class='headline'>{headline}</div>"
             f"<p>Job <code>{html.escape(job.id)}</code> on runner <code>{html.escape(job.runner)}</code>: "
             f"<strong>{html.escape(job.state)}</strong> ({html.escape(job.stop_reason or '')})</p>"
-            f"<h2>Rounds</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            + (f"<h2>Scenario warnings</h2><ul>{warned}</ul>" if warned else "")
+            + f"<h2>Rounds</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"{charts}<h2>SLO assessment</h2><ul>{slo}</ul>"
             f"<h2>Final configuration</h2>{''.join(f'<p>{html.escape(p)}</p>' for p in _path_lines(report) if p)}"
             f"<pre>{html.escape(commands) or 'none'}</pre></body></html>")

@@ -97,6 +97,9 @@ class TuningReport(msgspec.Struct, kw_only=True):
     final: ReportFinal | None = None
     slo: ReportSLO | None = None
     headline: list[str] = msgspec.field(default_factory=list)
+    # The warnings the door's scenario check gave the starting scenario ("field: what; fix: how"): legal
+    # choices that change what the rounds measure, such as a benchmark whose opening burst decides a target.
+    warnings: list[str] = msgspec.field(default_factory=list)
     # For a job that missed its SLO: the capacity that would meet each missed rate target.
     capacity: list[str] = msgspec.field(default_factory=list)
     # The rounds whose kept deltas built the final deployment (the baseline round first), and the root

@@ -12,6 +12,8 @@ from service.engine.launch import LaunchCommand
 from service.engine.report import ReportFinal, ReportJob, ReportSLO, TuningReport, report_round
 from service.engine.slo import target_figure
 from service.engine.state import EngineState, shown_skips
+from service.scenario_check import check_scenario
+from service.sglang.values import ValidationIssue
 
 
 @dataclass
@@ -30,6 +32,7 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
               checks: list[SLOCheck], *, seed: int) -> TuningReport:
     """The report of `job` as it ended."""
     met = all(c.met for c in checks)
+    warned = [issue for issue in check_scenario(initial) if issue.severity == "warning"]
     capacity = ([*capacity_needed(final.scenario, final.results, checks), *state.latency_capacity]
                 if job.state is JobState.SLO_NOT_MET else [])
     head = ReportJob(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state.value,
@@ -45,15 +48,25 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                         final=deployment if state.baseline_measured else None,
                         # A job that measured nothing has no SLO standing at all.
                         slo=ReportSLO(met=met, checks=checks) if state.baseline_measured else None,
-                        headline=_headline(job, checks, capacity, final, state), capacity=capacity,
+                        headline=_headline(job, checks, capacity, final, state, warned), capacity=capacity,
+                        warnings=[_warning_line(issue) for issue in warned],
                         path=list(state.path) if state.baseline_measured else [],
                         branches=list(state.walked),
                         charts=build_charts(initial, job.rounds, state.scenarios,
                                             state.path[-1] if state.baseline_measured and state.path else None))
 
 
+def _warning_line(issue: ValidationIssue) -> str:
+    return f"{issue.field}: {issue.message}" + (f"; fix: {issue.hint}" if issue.hint else "")
+
+
+def _about(issue: ValidationIssue, target: str) -> bool:
+    """Whether a warning is about SLO target `target` (its field, or named in its message)."""
+    return issue.field == f"slo.{target}" or f"slo.{target} " in issue.message
+
+
 def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: FinalParts,
-              state: EngineState) -> list[str]:
+              state: EngineState, warned: list[ValidationIssue]) -> list[str]:
     lines = [f"**{job.state.value}**: {job.stop_reason}."]
     if state.final_note:
         lines.append(state.final_note)
@@ -61,6 +74,9 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
         missed = [c for c in checks if not c.met]
         lines.append("The final deployment does NOT meet its SLO: " + "; ".join(
             f"{c.name} {target_figure(c.actual, c.name)} against {target_figure(c.target, c.name)}" for c in missed) + ".")
+        # A warning about how a missed target is measured comes before what it would take to meet it.
+        lines += [f"Before round 0 the scenario check warned on {_warning_line(issue)}." for issue in warned
+                  if any(_about(issue, c.name) for c in missed)]
         lines += [f"Capacity to meet it: {line}." for line in capacity]
         if not capacity:
             lines.append("No GPU count is estimated for a latency target: more replicas shorten a tail that comes "

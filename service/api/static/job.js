@@ -52,6 +52,8 @@ const JobPage = (() => {
     app.replaceChildren(...[
       header(job, report),
       report.headline.length ? el("div", {class: "notice"}, report.headline.map((l) => el("p", {}, bold(l)))) : null,
+      (report.warnings || []).length ? [el("h2", {}, "Scenario warnings"),
+        el("ul", {id: "scenario-warnings"}, report.warnings.map((w) => el("li", {}, w)))] : null,
       el("h2", {}, "SLO verdict"), slo(report),
       el("h2", {}, "Where each deployment landed"),
       el("div", {class: "grid", id: "frontiers"}, Charts.frontiers(charts)),
