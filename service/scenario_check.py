@@ -24,7 +24,7 @@ import msgspec
 
 from service.domain import ModelSpec, Scenario, resolve_model
 from service.domain.hardware import GPU_ALIASES, GPU_CATALOGUE
-from service.domain.model import known_model_ids, shipped_models
+from service.domain.model import known_model_ids, plain_model_id, shipped_models, variant_base
 from service.scenario_capacity import check_capacity
 from service.scenario_ranges import check_ranges
 from service.settings import load_runner_settings
@@ -186,8 +186,14 @@ def check_model(model: str) -> list[ValidationIssue]:
         resolve_model(model)
     except KeyError:
         known = known_model_ids()
-        near = difflib.get_close_matches(model, known, n=1, cutoff=0.5)
+        # Matched without its release words, so an "-Instruct" does not pull the nearest id to another
+        # model's instruct release.
+        near = difflib.get_close_matches(plain_model_id(model), known, n=1, cutoff=0.5)
         hint = f"did you mean {near[0]!r}?" if near else f"use one of {', '.join(known)}"
+        if base := variant_base(model):
+            window = resolve_model(base).max_context
+            hint = (f"{model!r} looks like {base!r} under another name, or a post-trained release of it: where it "
+                    f"keeps that model's architecture and its context window of {window:,} tokens, name {base!r}.")
         return [ValidationIssue(field="model", message=f"unknown model {model!r}: not a shipped model, a model "
                                                        "whose config.json aiconfigurator-core bundles, nor a "
                                                        "folder with a config.json",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -288,6 +289,35 @@ def known_model_ids() -> list[str]:
     """Every model id `resolve_model` accepts without a folder: shipped ones first, then bundled configs."""
     shipped = shipped_models()
     return [*shipped, *(name for name in bundled_configs() if name not in shipped)]
+
+
+# Words of a Hugging Face id that name a post-trained or dated release of a model (Instruct, Chat, Thinking,
+# -0324, -2507), and Meta's renaming of its Llama 3.1 repositories (`Llama-3.1-8B` was `Meta-Llama-3.1-8B`).
+_VARIANT_WORD = re.compile(r"instruct|chat|thinking|it|\d{4}", re.IGNORECASE)
+_RENAMES = (("meta-llama/Llama-3.1-", "meta-llama/Meta-Llama-3.1-"),)
+
+
+def plain_model_id(ref: str) -> str:
+    """`ref` without the words that name a release of a model: `Qwen/Qwen3-30B-A3B-Instruct-2507` is
+    `Qwen/Qwen3-30B-A3B`."""
+    org, _, name = ref.rpartition("/")
+    plain = "-".join(word for word in name.split("-") if not _VARIANT_WORD.fullmatch(word)) or name
+    return f"{org}/{plain}" if org else plain
+
+
+def variant_base(ref: str) -> str:
+    """The known model `ref` names under another spelling or looks like a post-trained variant of, or "".
+
+    An instruct or dated release usually keeps its base's architecture, but not always its context window
+    (Qwen3-30B-A3B-Instruct-2507 reads 262,144 tokens where Qwen3-30B-A3B reads 40,960), so the door names
+    the base for the user to choose instead of sizing the variant by it silently.
+    """
+    stems = {ref, plain_model_id(ref)}
+    for old, new in _RENAMES:
+        stems |= {stem.replace(old, new, 1) for stem in stems if stem.startswith(old)}
+    known = set(known_model_ids())
+    found = sorted(stem for stem in stems if stem != ref and stem in known)
+    return found[0] if found else ""
 
 
 def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:

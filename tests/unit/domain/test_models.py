@@ -103,3 +103,30 @@ def test_a_misspelt_bundled_model_gets_the_nearest_id():
     issues = check_model("Qwen/Qwen3-32b")
     assert len(issues) == 1 and issues[0].field == "model"
     assert "did you mean 'Qwen/Qwen3-32B'?" in (issues[0].hint or "")
+
+
+def test_an_instruct_or_renamed_release_of_a_known_model_is_named_with_the_base_it_would_be_sized_by():
+    from service.scenario_check import check_model
+
+    # Meta renamed its repositories; an instruct or dated release usually keeps the base's layers, but the
+    # door does not size it by the base silently: Qwen3-30B-A3B-Instruct-2507 reads 262,144 tokens of context.
+    cases = {
+        "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Meta-Llama-3.1-8B", "131,072"),
+        "meta-llama/Llama-3.1-70B": ("meta-llama/Meta-Llama-3.1-70B", "131,072"),
+        "mistralai/Mixtral-8x7B-Instruct-v0.1": ("mistralai/Mixtral-8x7B-v0.1", "32,768"),
+        "Qwen/Qwen3-30B-A3B-Instruct-2507": ("Qwen/Qwen3-30B-A3B", "40,960"),
+        "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", "40,960"),
+        "deepseek-ai/DeepSeek-V3-0324": ("deepseek-ai/DeepSeek-V3", "163,840"),
+    }
+    for ref, (base, window) in cases.items():
+        with pytest.raises(KeyError):
+            resolve_model(ref)
+        [issue] = check_model(ref)
+        assert issue.field == "model" and issue.message.startswith(f"unknown model {ref!r}")
+        assert (f"{ref!r} looks like {base!r} under another name, or a post-trained release of it: where it "
+                f"keeps that model's architecture and its context window of {window} tokens, name {base!r}."
+                in (issue.hint or ""))
+    # Another family's instruct release is not steered to a known model's by its "-Instruct".
+    [other] = check_model("Qwen/Qwen2.5-7B-Instruct")
+    assert "looks like" not in (other.hint or "") and "Coder-480B" not in (other.hint or "")
+    assert check_model("meta-llama/Meta-Llama-3.1-8B") == []
