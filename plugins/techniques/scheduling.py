@@ -17,7 +17,6 @@ import math
 from typing import ClassVar
 
 from plugins.techniques._rules import (
-    concurrency_per_instance,
     graphs_for,
     has_latency_slo,
     main_server,
@@ -99,13 +98,7 @@ class SchedulingLimits(Technique):
         held, _ = measured_concurrency_per_instance(ctx)
         cap, source = running_cap(main_server(ctx.scenario))
         cap = cap or 0
-        # A closed loop of clients (no request rate) puts up to its clients per instance in flight at once: the
-        # cap must hold them all, not the mean a capped round measured (512 clients over 600 prompts average
-        # 271 in flight, and a cap there still queues the rest).
-        bench = ctx.scenario.bench
-        closed = bench.max_concurrency is not None and (bench.request_rate is None or math.isinf(bench.request_rate))
-        wanted = max(held, concurrency_per_instance(ctx.scenario)) if closed else held
-        raised = max(int(math.ceil(wanted / 16) * 16), 2 * cap)
+        raised = max(int(math.ceil(held / 16) * 16), 2 * cap)
         origin = "" if source.startswith("--") else ", SGLang's speculative reset"
         graphs, note = graphs_for(raised, ctx.scenario, main_server(ctx.scenario))
         return [ConfigDelta(technique=self.name, summary=f"max-running-requests {raised} (from {cap}{origin}){note}",
