@@ -31,6 +31,7 @@ from service.domain import (
     Pattern,
     Round,
     RoundState,
+    RoundStatus,
     Scenario,
     SkippedStep,
     Verdict,
@@ -308,11 +309,34 @@ class TuningEngine(CandidateRounds):
             self._models[name] = self.parts.resolve(name)
         return self._models[name]
 
+    async def _even_line_ends(self) -> None:
+        """Measure every line's end on as many seeds as the most measured one before the ends are compared.
+
+        The policy judges two ends on the seeds both were measured on; an end measured on 2 seeds against one
+        extended to 6 would be judged on 2, where a branch 23% ahead and 38% closer to a missed target reads as
+        noise (casebook case 1 at 512 streams). The extra seeds are charged to the budget like any repeat; an end
+        whose extra repeat fails keeps the seeds it had.
+        """
+        current = self.state.snapshot()
+        lines = [line for line in [*self.state.ends, current] if line.baseline]
+        most = max((len(line.baseline) for line in lines), default=0)
+        for line in lines:
+            have = len(line.baseline)
+            if have >= most or self.budget.exhausted() is not None:
+                continue
+            more = await self.measure_seeds(line.accepted, self.seeds(have, most - have))
+            if any(r.status is not RoundStatus.OK for r in more):
+                continue
+            line.baseline = [*line.baseline, *more]
+            if line is current:
+                self.state.baseline = list(line.baseline)
+
     async def _finish(self, stopped: Ending | None) -> TuningOutcome:
         """Close what is open, decide the ending once, tell the journal and the plugins, build the outcome."""
         await self._close_open_rounds(paused=stopped is not None and stopped.state is JobState.PAUSED)
         # Nothing measured, nothing to assess: the report says the starting deployment was never measured.
         if stopped is None and self.state.ends:
+            await self._even_line_ends()
             choose_line(self.state, self.job.rounds, self.parts.policy, self.initial)
         checks = (policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
                   if self.state.baseline else [])

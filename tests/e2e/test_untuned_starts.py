@@ -46,6 +46,9 @@ def test_a_branch_far_closer_to_a_missed_target_ends_the_job_though_no_line_meet
     assert any(r.line == 1 and r.verdict in KEPT for r in report.rounds)
     note = " ".join(report.headline)
     assert "branch started at round 1" in note and "none meets every SLO target" in note, note
+    # Both ends were measured on the same seeds before they were compared, and the branch's is closer to the
+    # missed target on every one of them.
+    assert "closer to every target the main line misses on each of the 4 seeds both were measured on" in note, note
     # The job ends on the branch: both miss the 1 s target, the branch at a fraction of the main line's p95
     # TTFT and with more throughput. Left on the main line, the report would hand back the starting deployment.
     ttft = next(c for c in report.slo.checks if c.name == "ttft_p95_ms")
