@@ -8,10 +8,11 @@ import msgspec
 
 from service.domain import ModelSpec, Scenario, resolve_model
 from service.sglang.flags import versions_with
+from service.sglang.spelling import field_key, owning_field
 from service.strict_toml import InputFileError, decode_data, decode_file, decode_text
 from service.traces import read_trace
 
-__all__ = ["InputFileError", "is_sglang_flag", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
+__all__ = ["InputFileError", "flag_hint", "is_sglang_flag", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
            "scenario_model"]
 
 INLINE_TRACE_HINT = ("a scenario sent as text or data has no folder to read a trace file from: send the records "
@@ -24,22 +25,35 @@ def load_scenario(path: str | Path) -> Scenario:
     if not path.exists():
         raise InputFileError("file not found", file=str(path), line=None, field=None,
                              hint="pass the path of a scenario .toml file (see examples/casebook/)")
-    return _with_trace_records(decode_file(path, Scenario, known_flag=is_sglang_flag), path.parent)
+    return _with_trace_records(decode_file(path, Scenario, known_flag=flag_hint), path.parent)
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Strictly decode scenario TOML text (an API upload or a playbook's embedded scenario)."""
-    return require_inline_trace(decode_text(text, Scenario, source=source, known_flag=is_sglang_flag), source)
+    return require_inline_trace(decode_text(text, Scenario, source=source, known_flag=flag_hint), source)
 
 
 def scenario_from_data(data: object, source: str = "<request>") -> Scenario:
     """Strictly convert parsed JSON or TOML data into a Scenario."""
-    return require_inline_trace(decode_data(data, Scenario, source=source, known_flag=is_sglang_flag), source)
+    return require_inline_trace(decode_data(data, Scenario, source=source, known_flag=flag_hint), source)
 
 
 def is_sglang_flag(spelling: str) -> bool:
     """Whether `spelling` is a launch flag of any shipped SGLang version's catalogue."""
     return bool(versions_with(spelling))
+
+
+def flag_hint(spelling: str) -> bool | str:
+    """For a server-table key that is no field: the fix when a typed field sets that flag under another name
+    (`enable-dp-attention`: attention DP is `attention-dp-size`), else whether it is an SGLang flag at all."""
+    owner = owning_field(spelling.lstrip("-").replace("-", "_"))
+    if owner == "attention_dp_size":
+        return ("attention DP is one key here: attention-dp-size = N for SGLang's --enable-dp-attention --dp-size N "
+                "(leave dp-size unset; the launch command spells it for the scenario's SGLang version)")
+    if owner is not None:
+        return (f"{spelling} is set through `{field_key(owner)}` here; the launch command spells it for the "
+                "scenario's SGLang version")
+    return is_sglang_flag(spelling)
 
 
 def _with_trace_records(scenario: Scenario, base: Path) -> Scenario:

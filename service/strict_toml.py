@@ -34,13 +34,13 @@ class InputFileError(ValueError):
         super().__init__(f"{where}: {message}" + (f" ({hint})" if hint else ""))
 
 
-def decode_file(path: Path, type_: type[T], *, known_flag: Callable[[str], bool] | None = None) -> T:
+def decode_file(path: Path, type_: type[T], *, known_flag: Callable[[str], bool | str] | None = None) -> T:
     """Read and strictly decode a TOML file into `type_`."""
     return decode_text(path.read_text(encoding="utf-8"), type_, source=str(path), known_flag=known_flag)
 
 
 def decode_text(text: str, type_: type[T], *, source: str = "<string>",
-                known_flag: Callable[[str], bool] | None = None) -> T:
+                known_flag: Callable[[str], bool | str] | None = None) -> T:
     """Strictly decode TOML text into `type_`: syntax, unknown keys, then types."""
     try:
         data = tomllib.loads(text)
@@ -52,11 +52,12 @@ def decode_text(text: str, type_: type[T], *, source: str = "<string>",
 
 
 def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<data>",
-                known_flag: Callable[[str], bool] | None = None) -> T:
+                known_flag: Callable[[str], bool | str] | None = None) -> T:
     """Strictly convert already-parsed data (e.g. a JSON request body) into `type_`.
 
     `known_flag` says whether a spelling ("--disable-cuda-graph") is a real launch flag: an unknown key of a
-    table with `extra` that is one is pointed to `extra` even where a table key lies near it.
+    table with `extra` that is one is pointed to `extra` even where a table key lies near it. A string answer
+    is the fix for a flag one of the table's own keys sets ("--enable-dp-attention" is `attention-dp-size`).
     """
     problem = find_unknown_key(data, mi.type_info(type_), [])
     if problem is not None:
@@ -65,7 +66,10 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         where = dotted(path) or "the top level"
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
         flag = "--" + str(key).lstrip("-").replace("_", "-")
-        if "extra" in valid and (not near or (known_flag is not None and known_flag(flag))):
+        known = known_flag(flag) if known_flag is not None else False
+        if isinstance(known, str):
+            hint = known
+        elif "extra" in valid and (not near or known):
             # A server table models the flags the tuner reads; every other SGLang flag is passed through `extra`
             # (a near key is a guess: `disable-cuda-graph` is a real flag, not a misspelt `disable-radix-cache`).
             shown = _flag_value(_at(data, [*path, key]))

@@ -88,6 +88,23 @@ def test_a_real_flag_near_a_table_key_is_not_only_called_a_misspelling(tmp_path)
     assert any("--cuda-graph-backend-decode disabled" in (i.hint or "") for i in issues), issues
 
 
+def test_an_sglang_flag_a_typed_key_sets_is_pointed_to_that_key_not_to_extra(tmp_path):
+    # SGLang's `--enable-dp-attention --dp-size 8` is one key here; `extra` refuses flags a typed field owns, so
+    # the hint that sent them there led to a second refusal.
+    for line in ("enable-dp-attention = true", "attn-dp-size = 8"):
+        with pytest.raises(InputFileError) as info:
+            load_scenario(_with(tmp_path, "tp-size = 2", f"tp-size = 2\n{line}"))
+        assert info.value.hint == ("attention DP is one key here: attention-dp-size = N for SGLang's "
+                                   "--enable-dp-attention --dp-size N (leave dp-size unset; the launch command "
+                                   "spells it for the scenario's SGLang version)")
+    with pytest.raises(InputFileError) as graphs:
+        load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\ncuda-graph-max-bs-decode = 64"))
+    assert graphs.value.hint == ("--cuda-graph-max-bs-decode is set through `cuda-graph-max-bs` here; the launch "
+                                 "command spells it for the scenario's SGLang version")
+    fixed = load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\nattention-dp-size = 2"))
+    assert fixed.deployment.groups[0].server.attention_dp_size == 2
+
+
 def test_unknown_key_inside_an_inline_table_is_located(tmp_path):
     path = _with(tmp_path, "output = { median = 400, p95 = 1800 }", "output = { median = 400, p96 = 1800 }")
     with pytest.raises(InputFileError) as info:

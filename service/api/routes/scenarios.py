@@ -12,7 +12,7 @@ from litestar.params import JSONBody
 from service.api.auth import SECURITY
 from service.api.problems import Problem, problem_responses
 from service.domain import Scenario
-from service.scenario import InputFileError, is_sglang_flag
+from service.scenario import InputFileError, flag_hint
 from service.strict_toml import decode_text
 
 _SOURCE = "the scenario file"
@@ -32,7 +32,7 @@ class DecodedScenario(msgspec.Struct, kw_only=True):
 
 def _decode(text: str) -> dict[str, Any]:
     scenario: dict[str, Any] = msgspec.to_builtins(decode_text(text, Scenario, source=_SOURCE,
-                                                               known_flag=is_sglang_flag))
+                                                               known_flag=flag_hint))
     return scenario
 
 
