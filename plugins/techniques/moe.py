@@ -26,9 +26,11 @@ from service import (
     RouterConfig,
     Scenario,
     ServerConfig,
+    ServerStartError,
     Technique,
     TuningContext,
     WorkerGroup,
+    resolve_server,
     server_starts,
 )
 
@@ -301,6 +303,19 @@ def _instance_unfit(ctx: TuningContext) -> str:
     return ""
 
 
+def _prefill_node_unfit(ctx: TuningContext) -> str:
+    """Why a MoE model's pools cannot be whole nodes (the casebook's prefill node does not start), else ""."""
+    hardware = ctx.scenario.hardware
+    node = prefill_server(main_server(ctx.scenario), hardware.gpus_per_node, False)
+    try:
+        resolve_server(ctx.model, hardware, node)
+    except ServerStartError as exc:
+        return (f"PD pools are whole nodes, and {ctx.model.name} does not start on one node as the casebook's "
+                f"prefill node (TP{node.tp_size}, mem-fraction-static {node.mem_fraction_static:g}): {exc}. "
+                f"Its {hardware.nodes} nodes hold no prefill node beside a decode pool.")
+    return ""
+
+
 def _shifted(scenario: Scenario, towards_prefill: int) -> ConfigDelta | None:
     """A dense PD deployment with one instance's worth of GPUs moved between the pools (+1: to prefill), each
     pool keeping its own servers (their TP, chunk, running cap); None when a pool would empty or the GPUs do
@@ -391,6 +406,8 @@ class PdDisaggregation(Technique):
             return Applicability(True, "The prefill/decode node split is the knob that trades TTFT against ITL; "
                                        "shift nodes while throughput rises and the ITL SLO holds (case 5 round 4).")
         if not ctx.model.is_moe and (unfit := _instance_unfit(ctx)):
+            return Applicability(False, unfit)
+        if ctx.model.is_moe and (unfit := _prefill_node_unfit(ctx)):
             return Applicability(False, unfit)
         return Applicability(True, f"{ctx.scenario.hardware.total_gpus} GPUs is the casebook's scale for PD "
                                    "disaggregation: each pool gets its opposite optimum (case 5 round 3).")

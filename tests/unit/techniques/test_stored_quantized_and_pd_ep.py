@@ -154,3 +154,24 @@ def test_a_checkpoint_quantized_in_unstated_bits_is_never_offered_quantization_f
     (delta,) = Quantization().propose(context(scenario(model, "H100-SXM", 2, deployment(model, tp=2), clients=16)))
     assert "quantization" not in delta.set_server
     assert delta.summary == "FP8 KV (weights already compressed-tensors in the checkpoint)"
+
+
+def test_pd_is_not_proposed_for_a_moe_model_one_node_cannot_hold() -> None:
+    # Kimi-K2 (1T parameters in FP8) as TP16 over two H200 nodes: the casebook's prefill node (TP8,
+    # mem-fraction-static 0.85) would need 120.2 GiB of weights a GPU where 119.8 GiB are left, so a node-wide
+    # PD split is refused before launch every time it is proposed. It is skipped with the figure instead.
+    model = "moonshotai/Kimi-K2-Instruct"
+    two_nodes = Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=2)
+    kimi = msgspec.structs.replace(scenario(model, "H200-SXM", 8, deployment(model, tp=16), clients=96),
+                                   hardware=two_nodes)
+    rule = PdDisaggregation().applicable(context(kimi))
+    assert not rule.applicable
+    assert rule.reason.startswith("PD pools are whole nodes, and moonshotai/Kimi-K2-Instruct does not start on one "
+                                  "node as the casebook's prefill node (TP8, mem-fraction-static 0.85): ")
+    assert "needs 120.2 GiB of weights per GPU" in rule.reason
+    # DeepSeek-V3 (671B in FP8) fits a node: its split is proposed and every candidate passes the door.
+    dsv3 = msgspec.structs.replace(scenario(FP8_CHECKPOINT, "H200-SXM", 8, deployment(FP8_CHECKPOINT, tp=16),
+                                            clients=96), hardware=two_nodes)
+    assert PdDisaggregation().applicable(context(dsv3)).applicable
+    for delta in PdDisaggregation().propose(context(dsv3)):
+        assert check_candidate(apply_delta(dsv3, delta)) == [], delta.summary
