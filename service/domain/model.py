@@ -53,6 +53,9 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     full_attention_layers: int = 0
+    # Sliding-window attention layers SGLang keeps in its hybrid SWA pool (gpt-oss: every other layer, a
+    # 128-token window): a token there costs `SWA_FULL_TOKENS_RATIO` of a full layer's bytes.
+    sliding_layers: int = 0
     linear_state_bytes_per_request: int = 0
     num_experts: int = 0
     experts_per_token: int = 0
@@ -75,12 +78,18 @@ class ModelSpec(msgspec.Struct, frozen=True, kw_only=True):
         return self.full_attention_layers or self.num_layers
 
     def kv_bytes_per_token(self, kv_dtype: str = "bf16") -> int:
-        """KV cache bytes per token across all layers (casebook: 2 x layers x kv_heads x head_dim x bytes)."""
+        """KV cache bytes per token across all layers (casebook: 2 x layers x kv_heads x head_dim x bytes).
+
+        With sliding-window layers, SGLang's hybrid SWA pool gives them `SWA_FULL_TOKENS_RATIO` tokens per
+        full-layer token (`model_executor/pool_configurator.py`: cell = full layers + ratio x SWA layers), and
+        a pool's size in tokens is the full layers' (`max_total_num_tokens = full_tokens`).
+        """
         width = dtype_bytes(kv_dtype)
         if self.attention is AttentionKind.MLA:
             # MLA stores one compressed latent plus the rope key per token per layer.
             return int(self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * width)
-        return int(2 * self.kv_layers * self.num_kv_heads * self.head_dim * width)
+        layers = self.kv_layers - self.sliding_layers + SWA_FULL_TOKENS_RATIO * self.sliding_layers
+        return int(2 * layers * self.num_kv_heads * self.head_dim * width)
 
     def weight_bytes(self, weight_dtype: str = "bf16") -> float:
         """Weight bytes as served in `weight_dtype`; a checkpoint stored in fewer bits loads in those."""
@@ -143,6 +152,21 @@ def estimate_params(cfg: dict[str, Any]) -> tuple[float, float]:
             float(dense_layers + moe_layers * (attn + mlp_active) + embed))
 
 
+# SGLang's `--swa-full-tokens-ratio` fallback (0.5.23 `arg_groups/fields/schedule.py`), and the model types
+# whose overrides turn the hybrid SWA pool off (`disable_hybrid_swa_memory`: every layer keeps every token).
+SWA_FULL_TOKENS_RATIO = 0.8
+_NO_HYBRID_SWA_POOL = frozenset({"gemma2", "gemma3", "gemma3_text", "exaone4", "olmo2"})
+
+
+def _sliding_layers(cfg: dict[str, Any], layer_types: object) -> int:
+    """Layers SGLang keeps in its hybrid SWA pool: `sliding_attention` entries of a model with a window."""
+    if not isinstance(layer_types, list) or not _get(cfg, "sliding_window", default=None) \
+            or cfg.get("model_type") in _NO_HYBRID_SWA_POOL:
+        return 0
+    sliding = sum(1 for t in layer_types if str(t) == "sliding_attention")
+    return sliding if sliding < len(layer_types) else 0
+
+
 def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | None = None) -> ModelSpec:
     """Build a ModelSpec from a parsed config.json; `sidecar` may state params and provenance."""
     sidecar = sidecar or {}
@@ -185,6 +209,7 @@ def model_from_config(cfg: dict[str, Any], name: str, sidecar: dict[str, Any] | 
         kv_lora_rank=kv_lora,
         qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0) or 0),
         full_attention_layers=full_layers,
+        sliding_layers=0 if attention is AttentionKind.HYBRID_LINEAR else _sliding_layers(cfg, layer_types),
         linear_state_bytes_per_request=linear_state,
         num_experts=experts,
         experts_per_token=int(_get(cfg, "num_experts_per_tok", "num_experts_per_token", default=0) or 0),

@@ -130,3 +130,23 @@ def test_an_instruct_or_renamed_release_of_a_known_model_is_named_with_the_base_
     [other] = check_model("Qwen/Qwen2.5-7B-Instruct")
     assert "looks like" not in (other.hint or "") and "Coder-480B" not in (other.hint or "")
     assert check_model("meta-llama/Meta-Llama-3.1-8B") == []
+
+
+def test_sliding_window_layers_take_sglang_s_swa_share_of_a_token_s_kv_bytes():
+    # gpt-oss alternates 128-token sliding-window layers with full ones; SGLang's hybrid SWA pool sizes a token
+    # as the full layers plus 0.8 (--swa-full-tokens-ratio) of the sliding ones: (12 + 0.8 x 12) layers of
+    # 8 KV heads x 64 dims x K and V x 2 bytes for gpt-oss-20b, 11% more tokens than all 24 layers would hold.
+    from service.domain.model import model_from_config
+
+    oss = resolve_model("openai/gpt-oss-20b")
+    assert (oss.sliding_layers, oss.num_layers) == (12, 24)
+    assert oss.kv_bytes_per_token() == int(2 * (12 + 0.8 * 12) * 8 * 64 * 2) == 44236
+    assert resolve_model("openai/gpt-oss-120b").sliding_layers == 18
+    # Models without sliding layers, and those whose SGLang overrides keep every layer in the full pool
+    # (Gemma 2 and 3: `disable_hybrid_swa_memory`), count every layer whole.
+    assert resolve_model("Qwen/Qwen3-32B").sliding_layers == 0
+    gemma = {"model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8, "num_hidden_layers": 4,
+             "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 1024, "intermediate_size": 10240,
+             "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]}
+    assert model_from_config(gemma, "gemma").sliding_layers == 0
+    assert model_from_config({**gemma, "model_type": "gpt_oss"}, "swa").sliding_layers == 3
