@@ -20,7 +20,15 @@ from typing import ClassVar
 
 import msgspec
 
-from plugins.techniques._rules import clients_of, fit_balance, kv_need, kv_shortfall, router_note, without_router
+from plugins.techniques._rules import (
+    clients_of,
+    fit_balance,
+    kv_need,
+    kv_shortfall,
+    router_note,
+    tried_deltas,
+    without_router,
+)
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
@@ -91,7 +99,17 @@ def _half(ctx: TuningContext) -> tuple[ConfigDelta | None, str]:
     group = deployment.groups[0]
     server = group.server
     if group.replicas > 1:
+        # A smaller count this job already measured and left (it missed a target): the walk goes halfway back
+        # towards the current count instead (8 replicas: 4 missed the ITL target, so 6), never below it.
+        failed = max((d.deployment.groups[0].replicas for d in tried_deltas(ctx, RightSizing.name)
+                      if d.deployment is not None and len(d.deployment.groups) == 1
+                      and d.deployment.groups[0].replicas < group.replicas), default=0)
         replicas = group.replicas // 2
+        if replicas <= failed:
+            replicas = (group.replicas + failed) // 2
+            if replicas <= failed:
+                return None, (f"{failed} replicas already missed a target, and no count lies between it and "
+                              f"{group.replicas}")
         gpus = replicas * server.world_size
         summary = f"{replicas} of {group.replicas} replicas (TP{server.tp_size}): {gpus} GPU{'' if gpus == 1 else 's'}"
         if replicas == 1 and deployment.router is not None:
