@@ -160,6 +160,15 @@ def smallest_replica_tp(model: ModelSpec, scenario: Scenario) -> int:
     while tp < server.tp_size and not server_starts(model, scenario.hardware, at_tp(server, tp)):
         tp *= 2
     pcie_only = scenario.hardware.spec.nvlink_gbps <= 0
+    if tp < server.tp_size and (model.is_moe or pcie_only) and weight_gb_per_gpu(model, server, tp) > 0.25 * hbm:
+        # Even a node's width leaves the weights more than a quarter of each GPU: the casebook's capacity
+        # calculation decides whether such a replica holds its share of the load (Kimi-K2 in FP8 as TP8 on
+        # H200s: 120 GiB of weights a GPU, a pool of 104,350 tokens against the 576,000 that 48 requests at a
+        # 12,000-token p95 context need, so TP16 stays one instance).
+        while tp < server.tp_size and kv_shortfall(model, scenario, at_tp(server, tp),
+                                                   scenario.deployment.total_gpus() // tp) is not None:
+            tp *= 2
+        return tp
     if tp < server.tp_size or not (model.is_moe or pcie_only):
         return tp
     # The 25% rule is the casebook's for dense models on NVLink GPUs, whose KV grows with their weights. An

@@ -105,3 +105,21 @@ def test_a_model_a_node_cannot_hold_is_not_split_into_node_replicas_nor_pd_pools
                                                   "TP16 stays one instance.")
     assert PdDisaggregation().applicable(ctx).reason.startswith(
         "Two pools need two instances, and meta-llama/Meta-Llama-3.1-405B does not start on a node's 8 GPUs (TP8)")
+
+
+def test_a_multi_node_moe_whose_node_wide_replica_has_no_room_for_its_load_stays_whole() -> None:
+    # Kimi-K2 in FP8 (1T parameters) as TP16 on two H200 nodes at 96 clients: a TP8 replica starts, but its
+    # 120 GiB of weights a GPU leave a pool of 104,350 tokens against the 576,000 its 48 requests need at a
+    # 12,000-token p95 context. The router split was measured at p95 TTFT 37.6 s; it is no longer proposed.
+    kimi = "moonshotai/Kimi-K2-Instruct"
+    chat = WorkloadProfile(input=LengthDist(median=3000, p95=10000), output=LengthDist(median=600, p95=2000),
+                           peak_concurrency=96)
+    scen = msgspec.structs.replace(scenario(kimi, "H200-SXM", 8, deployment(kimi, tp=16), clients=96, workload=chat),
+                                   hardware=Hardware(gpu="H200-SXM", gpus_per_node=8, nodes=2))
+    ctx = context(scen)
+    assert smallest_replica_tp(ctx.model, scen) == 16
+    rule = RouterPolicy().applicable(ctx)
+    assert not rule.applicable and rule.reason == "Too few GPUs for two replicas, so there is nothing to route."
+    short = kv_shortfall(ctx.model, scen, ServerConfig(model_path=kimi, tp_size=8), 2)
+    assert short == ("its KV pool of 104,350 tokens per instance is short of the 576,000 that 48 requests at the "
+                     "p95 context of 12,000 tokens need")
