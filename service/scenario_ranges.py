@@ -144,19 +144,20 @@ def _opening_burst(scenario: Scenario) -> list[ValidationIssue]:
     if clients is None or paced or bench.trace is not None or bench.max_load is not None \
             or clients > bench.num_prompts:
         return []
+    issues = []
     for name, (label, tail) in TAIL_TARGETS.items():
         if getattr(scenario.slo, name) is None or clients <= tail * bench.num_prompts:
             continue
         needed = math.ceil(clients / tail)
-        return [ValidationIssue(
+        issues.append(ValidationIssue(
             field="bench.num_prompts", severity="warning",
             message=f"a round sends its first {clients} requests (max_concurrency) at once, "
                     f"{clients / bench.num_prompts:.0%} of its {bench.num_prompts} prompts, so the {label} TTFT that "
                     f"slo.{name} is judged on falls among requests waiting for each other's prefills: it "
                     f"measures that opening burst more than steady traffic at {clients} clients",
             hint=f"send num_prompts >= {needed} ({1 / tail:g}x max_concurrency) so the burst stays within the "
-                 f"{tail:.0%} of requests above {label}, or pace arrivals with bench.request_rate")]
-    return []
+                 f"{tail:.0%} of requests above {label}, or pace arrivals with bench.request_rate"))
+    return issues
 
 
 def bench_checks(bench: BenchSpec) -> list[Check]:

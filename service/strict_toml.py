@@ -66,7 +66,7 @@ def decode_data(data: Any, type_: type[T], *, text: str = "", source: str = "<da
         where = dotted(path) or "the top level"
         hint = f"did you mean `{near[0]}`?" if near else f"valid keys: {', '.join(sorted(valid))}"
         flag = "--" + str(key).lstrip("-").replace("_", "-")
-        known = known_flag(flag) if known_flag is not None else False
+        known = known_flag(flag) if known_flag is not None and "extra" in valid else False
         if isinstance(known, str):
             hint = known
         elif "extra" in valid and (not near or known):

@@ -77,7 +77,8 @@ def mla_kv_bytes_per_token(num_layers: int, kv_lora_rank: int, qk_rope_head_dim:
 
 
 def model_kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> int:
-    """KV cache bytes per token of a model spec (GQA, MLA or the full-attention layers of a hybrid model)."""
+    """KV cache bytes a token costs in SGLang's pool for a model spec (GQA, MLA, the full-attention layers of a
+    hybrid linear model; sliding-window layers at SGLang's 0.8 SWA share, as its hybrid SWA pool sizes them)."""
     return model.kv_bytes_per_token(kv_dtype)
 
 

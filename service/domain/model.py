@@ -153,15 +153,18 @@ def estimate_params(cfg: dict[str, Any]) -> tuple[float, float]:
 
 
 # SGLang's `--swa-full-tokens-ratio` fallback (0.5.23 `arg_groups/fields/schedule.py`), and the model types
-# whose overrides turn the hybrid SWA pool off (`disable_hybrid_swa_memory`: every layer keeps every token).
+# it sizes with the hybrid SWA pool (`is_hybrid_swa_model` names architectures; a model it leaves out keeps
+# every layer whole, as Gemma 2/3 and OLMo 3 do). gpt-oss gets that pool from SGLang 0.5.15; 0.5.2 (and 0.5.9
+# under trtllm_mha, B200's default) keep its layers whole, which a ModelSpec, shared by every version, does not
+# follow: on those versions its pool comes out about 11% larger than SGLang's.
 SWA_FULL_TOKENS_RATIO = 0.8
-_NO_HYBRID_SWA_POOL = frozenset({"gemma2", "gemma3", "gemma3_text", "exaone4", "olmo2"})
+_HYBRID_SWA_POOL = frozenset({"gpt_oss"})
 
 
 def _sliding_layers(cfg: dict[str, Any], layer_types: object) -> int:
-    """Layers SGLang keeps in its hybrid SWA pool: `sliding_attention` entries of a model with a window."""
+    """Layers SGLang keeps in its hybrid SWA pool: `sliding_attention` entries of a model type it pools so."""
     if not isinstance(layer_types, list) or not _get(cfg, "sliding_window", default=None) \
-            or cfg.get("model_type") in _NO_HYBRID_SWA_POOL:
+            or cfg.get("model_type") not in _HYBRID_SWA_POOL:
         return 0
     sliding = sum(1 for t in layer_types if str(t) == "sliding_attention")
     return sliding if sliding < len(layer_types) else 0
@@ -340,9 +343,16 @@ def variant_base(ref: str) -> str:
     stems = {ref, plain_model_id(ref)}
     for old, new in _RENAMES:
         stems |= {stem.replace(old, new, 1) for stem in stems if stem.startswith(old)}
-    known = set(known_model_ids())
-    found = sorted(stem for stem in stems if stem != ref and stem in known)
-    return found[0] if found else ""
+    known = known_model_ids()
+    found = sorted(stem for stem in stems if stem != ref and stem in set(known))
+    if found:
+        return found[0]
+    # A release of a known release (`Kimi-K2-Instruct-0905` of `Kimi-K2-Instruct`): matched without the words.
+    plain: dict[str, str] = {}
+    for name in sorted(known):
+        plain.setdefault(plain_model_id(name), name)
+    bases = sorted(base for stem in stems if (base := plain.get(plain_model_id(stem))) and base != ref)
+    return bases[0] if bases else ""
 
 
 def resolve_model(ref: str, base: Path | None = None) -> ModelSpec:

@@ -127,58 +127,69 @@ def choose_line(state: EngineState, rounds: list[Round], policy: Any, initial: S
     def missed(line: Line) -> int:
         return sum(not c.met for c in policy_slo_checks(policy, line.baseline, initial.slo))
 
-    best = lines[0]
+    best, beaten, closer = lines[0], lines[0], False
     for line in lines[1:]:
         if passes(line):
             if not passes(best) or (key(line) < key(best)
                                     and beats(line.baseline, best.baseline, initial.slo, initial.objective, policy)):
-                best = line
-        elif not passes(best) and line.baseline and best.baseline and missed(line) <= missed(best) \
-                and (_kept_over(policy, line, best, initial) or closer_on_every_seed(policy, line, best, initial)):
+                best, beaten, closer = line, best, False
+        elif not passes(best) and line.baseline and best.baseline and missed(line) <= missed(best):
             # No line meets every target: the policy judges the branch's end against the best so far as it
             # judges a round (a branch at p95 TTFT 1.5 s and +27% throughput against a main line at 8.1 s,
-            # for a 1 s target, is not left behind because both miss); an end the policy leaves to noise on
-            # the other figures still wins when it is closer to every missed target on every shared seed.
-            best = line
+            # for a 1 s target, is not left behind because both miss); an end the policy leaves to noise
+            # (inconclusive, not rolled back) still wins when it is closer to every missed target on every
+            # shared seed.
+            verdict = _verdict(policy, line, best, initial)
+            if verdict is not None and verdict.keeps_candidate():
+                best, beaten, closer = line, best, False
+            elif verdict is Verdict.INCONCLUSIVE and closer_on_every_seed(policy, line, best, initial):
+                best, beaten, closer = line, best, True
     if best.root != state.line:
         state.switch(best)
-    if best.root is None:
-        return
-    main = next(line for line in lines if line.root is None)
+    if best.root is not None:
+        state.final_note = _final_note(rounds, best, beaten, closer, len(lines), passes, policy, initial)
+
+
+def _final_note(rounds: list[Round], best: Line, beaten: Line, closer: bool, walked: int,
+                passes: Any, policy: Any, initial: Scenario) -> str:
+    """The report's sentence for a job that ends on a branch: its path, and how it beat the line it replaced
+    (the main line, or a branch that had replaced it)."""
+    assert best.root is not None
     root = rounds[best.root]
+    other = "the main line" if beaten.root is None else f"the branch from round {beaten.root}"
     label, value, _ = objective_figure(initial.objective, initial.slo, best.baseline)
-    _, main_value, _ = objective_figure(initial.objective, initial.slo, main.baseline)
+    _, other_value, _ = objective_figure(initial.objective, initial.slo, beaten.baseline)
     if passes(best):
-        rank = (f"it is the best that meets every SLO target ({label} {value:.4g}; the main line ended at "
-                f"{main_value:.4g}{', beaten beyond noise' if passes(main) else ', missing a target'})")
-    elif _kept_over(policy, best, main, initial):
+        rank = (f"it is the best that meets every SLO target ({label} {value:.4g}; {other} ended at "
+                f"{other_value:.4g}{', beaten beyond noise' if passes(beaten) else ', missing a target'})")
+    elif not closer:
         rank = (f"none meets every SLO target, and the policy keeps this one's end over the others', judged "
-                f"as a round is (against the main line's: {label} {target_figure(value, label)} against "
-                f"{target_figure(main_value, label)}; "
-                f"{_closest_text(policy, best, main, initial)})")
+                f"as a round is (against {other}'s: {label} {target_figure(value, label)} against "
+                f"{target_figure(other_value, label)}; "
+                f"{_closest_text(policy, best, beaten, initial)})")
     else:
-        shared = min(len(best.baseline), len(main.baseline))
-        rank = (f"none meets every SLO target, and this one's end is closer to every target the main line "
-                f"misses on each of the {shared} seeds both were measured on, where the policy left the other "
-                f"figures to noise (against the main line's: {_closest_text(policy, best, main, initial)}; "
-                f"{label} {target_figure(value, label)} against {target_figure(main_value, label)})")
-    state.final_note = (
-        f"The final configuration comes from the branch started at round {root.index} "
-        f"(`{root.delta.summary if root.delta else root.technique}`, {why_branched(root)}): "
-        f"{describe_path(rounds, best.path)}. Of the {len(lines)} lines the search walked {rank}.")
+        shared = min(len(best.baseline), len(beaten.baseline))
+        rank = (f"none meets every SLO target, and this one's end is closer to every target {other} misses on "
+                f"each of the {shared} seeds both were measured on, where the policy left the other figures to "
+                f"noise (against {other}'s: {_closest_text(policy, best, beaten, initial)}; "
+                f"{label} {target_figure(value, label)} against {target_figure(other_value, label)})")
+    return (f"The final configuration comes from the branch started at round {root.index} "
+            f"(`{root.delta.summary if root.delta else root.technique}`, {why_branched(root)}): "
+            f"{describe_path(rounds, best.path)}. Of the {walked} lines the search walked {rank}.")
 
 
-def _kept_over(policy: Any, line: Line, best: Line, initial: Scenario) -> bool:
-    """Whether `policy` keeps `line`'s end judged against `best`'s on their shared seeds; False without a
-    policy, or when it cannot compare them (nothing then says the line is better)."""
+def _verdict(policy: Any, line: Line, best: Line, initial: Scenario) -> Verdict | None:
+    """`policy`'s verdict on `line`'s end judged against `best`'s on their shared seeds; None without a policy,
+    or when it cannot compare them (nothing then says the line is better)."""
     if policy is None:
-        return False
+        return None
     shared = min(len(line.baseline), len(best.baseline))
     try:
         decision = policy.decide(best.baseline[:shared], line.baseline[:shared], initial.slo, initial.objective)
     except Exception:  # a policy that cannot compare two ends leaves the best where it is
-        return False
-    return bool(decision.verdict.keeps_candidate())
+        return None
+    verdict = decision.verdict
+    return verdict if isinstance(verdict, Verdict) else None
 
 
 def closer_on_every_seed(policy: Any, line: Line, best: Line, initial: Scenario) -> bool:

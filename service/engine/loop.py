@@ -94,6 +94,9 @@ class TuningEngine(CandidateRounds):
         self.state = EngineState(accepted=scenario)
         self._models: dict[str, ModelSpec] = {}
         self.prefetch = Prefetch(parts.runner, parts.round_context, limit=parallel)
+        # Why a job that ran its course ended, taken before the line ends are evened (their extra seeds spend
+        # GPU-minutes but are not why the walk ended).
+        self._course_reason: str | None = None
         self._init_stop()
 
     # -- the job ------------------------------------------------------------------------------------------
@@ -149,6 +152,9 @@ class TuningEngine(CandidateRounds):
                 break
             self.state.ends.append(self.state.snapshot())
             await self._start_branch(offer)
+        self._course_reason = self.steps_done_reason()
+        if self.state.ends:
+            await self._even_line_ends()  # inside the walk: a stop while measuring ends the job as stopped
         return None
 
     async def _walk_line(self, pending: list[str]) -> None:
@@ -314,15 +320,18 @@ class TuningEngine(CandidateRounds):
 
         The policy judges two ends on the seeds both were measured on; an end measured on 2 seeds against one
         extended to 6 would be judged on 2, where a branch 23% ahead and 38% closer to a missed target reads as
-        noise (casebook case 1 at 512 streams). The extra seeds are charged to the budget like any repeat; an end
-        whose extra repeat fails keeps the seeds it had.
+        noise (casebook case 1 at 512 streams). The extra seeds are charged to the GPU-minute budget like any
+        repeat and use no round (a walk that spent its rounds is still evened); an end whose extra repeat fails
+        keeps the seeds it had.
         """
         current = self.state.snapshot()
         lines = [line for line in [*self.state.ends, current] if line.baseline]
         most = max((len(line.baseline) for line in lines), default=0)
+        budget = self.budget
         for line in lines:
             have = len(line.baseline)
-            if have >= most or self.budget.exhausted() is not None:
+            spent = budget.max_gpu_minutes is not None and budget.gpu_minutes_used >= budget.max_gpu_minutes
+            if have >= most or spent:
                 continue
             more = await self.measure_seeds(line.accepted, self.seeds(have, most - have))
             if any(r.status is not RoundStatus.OK for r in more):
@@ -336,14 +345,13 @@ class TuningEngine(CandidateRounds):
         await self._close_open_rounds(paused=stopped is not None and stopped.state is JobState.PAUSED)
         # Nothing measured, nothing to assess: the report says the starting deployment was never measured.
         if stopped is None and self.state.ends:
-            await self._even_line_ends()
             choose_line(self.state, self.job.rounds, self.parts.policy, self.initial)
         checks = (policy_slo_checks(self.parts.policy, self.state.baseline, self.initial.slo)
                   if self.state.baseline else [])
         if stopped is None and not all(c.met for c in checks):
             checks = fall_back_to_best_passing(self.state, self.job.rounds, self.parts.policy, self.initial) or checks
         ending = stopped or decide_ending(self.state, checks, MAX_CONSECUTIVE_ERRORS, self.job.rounds,
-                                          self.budget, self.steps_done_reason())
+                                          self.budget, self._course_reason or self.steps_done_reason())
         if ending.state is JobState.SLO_NOT_MET:
             self.state.latency_capacity = await latency_capacity(
                 self.state.accepted, self.state.baseline, checks, self.parts.round_context, self.parts.policy,

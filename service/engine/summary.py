@@ -32,7 +32,7 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
               checks: list[SLOCheck], *, seed: int) -> TuningReport:
     """The report of `job` as it ended."""
     met = all(c.met for c in checks)
-    warned = [issue for issue in check_scenario(initial) if issue.severity == "warning"]
+    warned = _door_warnings(initial)
     capacity = ([*capacity_needed(final.scenario, final.results, checks), *state.latency_capacity]
                 if job.state is JobState.SLO_NOT_MET else [])
     head = ReportJob(id=job.id, playbook=job.playbook, runner=job.runner, state=job.state.value,
@@ -54,6 +54,15 @@ def summarise(job: Job, initial: Scenario, final: FinalParts, state: EngineState
                         branches=list(state.walked),
                         charts=build_charts(initial, job.rounds, state.scenarios,
                                             state.path[-1] if state.baseline_measured and state.path else None))
+
+
+def _door_warnings(initial: Scenario) -> list[ValidationIssue]:
+    """The door check's warnings about the starting scenario; none when the check itself fails, which must
+    never cost a job its report."""
+    try:
+        return [issue for issue in check_scenario(initial) if issue.severity == "warning"]
+    except Exception:  # a check that breaks at the end of a job leaves the report without its warnings
+        return []
 
 
 def _warning_line(issue: ValidationIssue) -> str:

@@ -61,6 +61,9 @@ def test_a_ttft_percentile_decided_by_the_opening_burst_warns_with_the_prompts_t
     [p99] = _issues(SLO(ttft_p99_ms=2000), clients=25, prompts=500)
     assert "num_prompts >= 2500 (100x max_concurrency)" in p99.hint
     assert _issues(SLO(ttft_p95_ms=2000), clients=25, prompts=500) == []
+    # Both targets: each gets its own warning, so following the p95 one alone does not hide the p99 one.
+    both = _issues(SLO(ttft_p95_ms=2000, ttft_p99_ms=4000), clients=96, prompts=600)
+    assert [i.hint.split(" (")[0] for i in both] == ["send num_prompts >= 1920", "send num_prompts >= 9600"]
     # No TTFT percentile target, or paced arrivals: nothing to warn about.
     assert _issues(SLO(itl_median_ms=50), clients=96, prompts=600) == []
     paced = scenario(MODEL, "H100-SXM", 1, deployment(MODEL, tp=1), clients=96, slo=SLO(ttft_p95_ms=2000))

@@ -103,6 +103,10 @@ def test_an_sglang_flag_a_typed_key_sets_is_pointed_to_that_key_not_to_extra(tmp
                                  "command spells it for the scenario's SGLang version")
     fixed = load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\nattention-dp-size = 2"))
     assert fixed.deployment.groups[0].server.attention_dp_size == 2
+    # Outside a server table the flag words mean nothing: a `tp-size` under [hardware] gets the table's keys.
+    with pytest.raises(InputFileError) as misplaced:
+        load_scenario(_with(tmp_path, "nodes = 1", "nodes = 1\ntp-size = 2"))
+    assert "set through" not in misplaced.value.hint and "extra" not in misplaced.value.hint
 
 
 def test_unknown_key_inside_an_inline_table_is_located(tmp_path):

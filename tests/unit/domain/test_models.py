@@ -117,6 +117,8 @@ def test_an_instruct_or_renamed_release_of_a_known_model_is_named_with_the_base_
         "Qwen/Qwen3-30B-A3B-Instruct-2507": ("Qwen/Qwen3-30B-A3B", "40,960"),
         "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", "40,960"),
         "deepseek-ai/DeepSeek-V3-0324": ("deepseek-ai/DeepSeek-V3", "163,840"),
+        # A release of a known release: matched without the release words of either.
+        "moonshotai/Kimi-K2-Instruct-0905": ("moonshotai/Kimi-K2-Instruct", "131,072"),
     }
     for ref, (base, window) in cases.items():
         with pytest.raises(KeyError):

@@ -48,3 +48,41 @@ def test_one_seed_the_other_way_fewer_than_three_seeds_or_a_newly_missed_target_
     # Nothing missed by the other end: there is no target to be closer to.
     met = _line(None, [900.0, 800.0, 950.0])
     assert not _closer(_line(1, [500.0, 400.0, 450.0]), met)
+
+
+def _engine(max_gpu_minutes: float | None = None):  # type: ignore[no-untyped-def]
+    from service import Playbook
+    from service.engine import EngineParts, TuningEngine
+    from tests.unit.engine.fakes import FakeRunner, ThroughputPolicy, model_spec
+
+    runner = FakeRunner(lambda _: {"output_throughput": 1000.0, "p95_ttft_ms": 1500.0, "median_itl_ms": 6.0})
+    parts = EngineParts(techniques={}, runner=runner, policy=ThroughputPolicy(), resolve=model_spec)
+    playbook = Playbook(name="p", techniques=[], max_gpu_minutes=max_gpu_minutes)
+    return TuningEngine(parts, playbook, scenario(slo=TARGET)), runner
+
+
+def test_every_line_end_is_measured_on_as_many_seeds_as_the_most_measured_one() -> None:
+    import asyncio
+
+    engine, runner = _engine()
+    main = _line(None, [8100.0, 7900.0, 8300.0, 7800.0, 8000.0, 8200.0])
+    branch = _line(1, [1900.0, 1700.0])
+    engine.state.ends = [main]
+    engine.state.line, engine.state.accepted, engine.state.baseline = 1, branch.accepted, list(branch.baseline)
+    asyncio.run(engine._even_line_ends())
+    # The walked branch (the current line) gets seeds 2..5; the main line already has six.
+    assert [seed for _, seed in runner.calls] == [2, 3, 4, 5]
+    assert len(engine.state.baseline) == 6 and len(main.baseline) == 6
+    assert engine.budget.rounds_used == 0  # extra seeds use no round
+
+
+def test_no_line_end_is_evened_once_the_gpu_minute_budget_is_spent() -> None:
+    import asyncio
+
+    engine, runner = _engine(max_gpu_minutes=1.0)
+    engine.budget.gpu_minutes_used = 1.0
+    engine.state.ends = [_line(None, [8100.0, 7900.0, 8300.0, 7800.0])]
+    branch = _line(1, [1900.0, 1700.0])
+    engine.state.line, engine.state.accepted, engine.state.baseline = 1, branch.accepted, list(branch.baseline)
+    asyncio.run(engine._even_line_ends())
+    assert runner.calls == [] and len(engine.state.baseline) == 2
