@@ -14,7 +14,6 @@ from plugins.techniques._rules import (
     main_server,
     router_note,
     router_ports,
-    tried_deltas,
     without_ep,
     without_router,
 )
@@ -356,12 +355,11 @@ def _pd_too_small(scenario: Scenario) -> str | None:
     return _scale_reason(scenario)
 
 
-def unified_replicas(ctx: TuningContext, why: str = "") -> ConfigDelta:
+def unified_replicas(ctx: TuningContext) -> ConfigDelta:
     """A PD deployment's GPUs as unified replicas of the decode server at its TP, behind the router.
 
     The decode server carries the settings that hold requests to the end (KV pool, running cap, speculation);
-    the transfer settings go, and the router takes the casebook's policy for the traffic (case 2). `why` is
-    the summary's reason (default: below the casebook's scale).
+    the transfer settings go, and the router takes the casebook's policy for the traffic (case 2).
     """
     deployment = ctx.scenario.deployment
     decode = next(g for g in deployment.groups if g.role == "decode")
@@ -376,8 +374,8 @@ def unified_replicas(ctx: TuningContext, why: str = "") -> ConfigDelta:
     first = min(g.base_port for g in deployment.groups)
     worker = WorkerGroup(name="worker", role="unified", replicas=replicas, base_port=first, server=server)
     return ConfigDelta(technique=PdDisaggregation.name,
-                       summary=f"no PD: TP{tp} x {replicas} unified + {policy} router{router_note(router)} ("
-                               + (why or f"below the casebook's {MIN_SCALE_GPUS}-GPU scale") + ")",
+                       summary=f"no PD: TP{tp} x {replicas} unified + {policy} router{router_note(router)} (below "
+                               f"the casebook's {MIN_SCALE_GPUS}-GPU scale)",
                        deployment=Deployment(groups=[worker], router=router), simplifies=True)
 
 
@@ -441,14 +439,7 @@ class PdDisaggregation(Technique):
         is kept, one instance either way."""
         deployment = ctx.scenario.deployment
         if deployment.is_pd:
-            shifts = [d for d in (_shifted(ctx.scenario, +1), _shifted(ctx.scenario, -1)) if d is not None]
-            if any(d.deployment is not None and d.deployment.is_pd for d in tried_deltas(ctx, self.name)):
-                return shifts  # a split this job made and kept: it was judged against the unified start
-            # A dense model started disaggregated: whether to disaggregate at all comes before where to split.
-            # The casebook's case for PD at scale is an MoE's (case 5); a dense model's GPUs as unified replicas
-            # behind the router are measured once, first, then the split is shifted an instance either way.
-            return [unified_replicas(ctx, "a dense model started disaggregated: the same GPUs unified first"),
-                    *shifts]
+            return [d for d in (_shifted(ctx.scenario, +1), _shifted(ctx.scenario, -1)) if d is not None]
         shares = first_prefill_instances(_pd_instances(ctx.scenario)[1])
         out = []
         for p in shares:

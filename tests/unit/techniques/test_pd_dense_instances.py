@@ -21,7 +21,7 @@ from service import (
     WorkerGroup,
     WorkloadProfile,
 )
-from service.engine.delta import apply_delta, delta_key
+from service.engine.delta import apply_delta
 from service.engine.launch import render_launch
 from service.scenario_check import check_candidate
 from tests.unit.techniques.scenarios import context, deployment, scenario
@@ -69,22 +69,9 @@ def test_a_dense_models_pd_splits_its_own_instances_without_expert_flags() -> No
 
 def test_a_kept_dense_split_moves_one_instance_either_way() -> None:
     scen = _two_nodes()
-    split = PD.propose(context(scen))[1]  # prefill 2 / decode 2, tried and kept in this job
-    kept = apply_delta(scen, split)
-    assert [d.summary for d in PD.propose(context(kept, tried=[delta_key(split)]))] == [
-        "PD prefill 3 / decode 1 (TP4 instances)", "PD prefill 1 / decode 3 (TP4 instances)"]
-
-
-def test_a_dense_model_started_disaggregated_measures_its_gpus_unified_before_shifting_the_split() -> None:
-    # Qwen3-32B-shaped, 2 prefill + 2 decode TP4 servers on two nodes as the starting deployment: the casebook's
-    # case for PD at scale is an MoE's, so the same GPUs as unified replicas behind the router come first.
-    scen = apply_delta(_two_nodes(), PD.propose(context(_two_nodes()))[1])
-    unified, *shifts = PD.propose(context(scen))
-    assert unified.summary.startswith("no PD: TP4 x 4 unified + ")
-    assert unified.summary.endswith("(a dense model started disaggregated: the same GPUs unified first)")
-    assert not apply_delta(scen, unified).deployment.is_pd and check_candidate(apply_delta(scen, unified)) == []
-    assert [d.summary for d in shifts] == ["PD prefill 3 / decode 1 (TP4 instances)",
-                                           "PD prefill 1 / decode 3 (TP4 instances)"]
+    kept = apply_delta(scen, PD.propose(context(scen))[1])  # prefill 2 / decode 2
+    assert [d.summary for d in PD.propose(context(kept))] == ["PD prefill 3 / decode 1 (TP4 instances)",
+                                                             "PD prefill 1 / decode 3 (TP4 instances)"]
 
 
 def test_first_shares_span_a_quarter_to_three_quarters_of_the_instances() -> None:
@@ -130,10 +117,7 @@ def test_a_started_pd_with_its_own_pools_moves_gpus_and_keeps_each_pools_setting
     router = RouterConfig(policy="round_robin", prefill_policy="cache_aware", decode_policy="power_of_two")
     scen = msgspec.structs.replace(scen, deployment=Deployment(groups=[prefill, decode], router=router))
     assert check_candidate(scen) == []
-    # Started disaggregated: the same GPUs unified (as replicas of the decode server) come first.
-    unified, more_prefill = PD.propose(context(scen))
-    assert unified.summary.startswith("no PD: TP2 x 8 unified + ")
-    assert unified.deployment.groups[0].server.max_running_requests == 64
+    [more_prefill] = PD.propose(context(scen))
     assert more_prefill.summary == "PD prefill 2 / decode 4 (TP4/TP2 instances)"
     moved = apply_delta(scen, more_prefill)
     roles = {g.role: g for g in moved.deployment.groups}
