@@ -344,7 +344,8 @@ def variant_base(ref: str) -> str:
     for old, new in _RENAMES:
         stems |= {stem.replace(old, new, 1) for stem in stems if stem.startswith(old)}
     known = known_model_ids()
-    found = sorted(stem for stem in stems if stem != ref and stem in set(known))
+    ids = set(known)
+    found = sorted(stem for stem in stems if stem != ref and stem in ids)
     if found:
         return found[0]
     # A release of a known release (`Kimi-K2-Instruct-0905` of `Kimi-K2-Instruct`): matched without the words.
