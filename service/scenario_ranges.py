@@ -71,7 +71,8 @@ def check_ranges(scenario: Scenario) -> list[ValidationIssue]:
         issues += out_of_range(server_checks(f"deployment.groups[{index}].server", group.server))
         issues += _chunked_prefill(f"deployment.groups[{index}].server", group.server)
     return (issues + _length_order(scenario.workload) + _documents(scenario.workload) + _max_load(scenario)
-            + _latency_units(scenario) + _clients_past_prompts(scenario.bench) + _opening_burst(scenario))
+            + _latency_units(scenario) + _clients_past_prompts(scenario.bench) + _opening_burst(scenario)
+            + _stated_sharing(scenario))
 
 
 def _max_load(scenario: Scenario) -> list[ValidationIssue]:
@@ -234,6 +235,34 @@ def _length_order(workload: WorkloadProfile) -> list[ValidationIssue]:
                                           message=f"maximum {dist.maximum} is below the minimum {dist.minimum}",
                                           hint="raise maximum, or lower minimum"))
     return issues
+
+
+# A stated sharing rate this far from what the prompt structure shares is two different workloads.
+SHARING_MISMATCH = 0.15
+
+
+def _stated_sharing(scenario: Scenario) -> list[ValidationIssue]:
+    """A stated prefix sharing rate the prompts of a round do not have.
+
+    The techniques read `prefix_sharing_rate` (cache_aware routing at 0.2, HiCache's write policy), but a
+    round's prompts are built from `workload.prefix`: a rate of 0.3 over a structure with no shared part
+    proposes cache changes that the rounds measure on prompts sharing nothing.
+    """
+    workload, bench = scenario.workload, scenario.bench
+    stated = workload.prefix_sharing_rate
+    if stated is None or bench.dataset != "workload" or not 0 <= stated <= 1:
+        return []
+    built = workload.structure_sharing(bench.num_prompts)
+    if abs(stated - built) < SHARING_MISMATCH:
+        return []
+    return [ValidationIssue(
+        field="workload.prefix_sharing_rate", severity="warning",
+        message=f"prefix_sharing_rate is {stated:g}, but the prompts a round builds from workload.prefix share "
+                f"{built:.2f} of their tokens: cache and routing changes are proposed for {stated:g} and measured "
+                f"on {built:.2f}",
+        hint="describe the shared parts in workload.prefix (system_prompt_tokens, tool_definition_tokens, "
+             f"documents, history_tokens with conversations) until they share about {stated:g}, or leave "
+             "prefix_sharing_rate out to read the rate from them")]
 
 
 def _documents(workload: WorkloadProfile) -> list[ValidationIssue]:

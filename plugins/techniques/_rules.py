@@ -99,7 +99,9 @@ def has_latency_slo(slo: SLO) -> bool:
 
 
 def sharing_rate(scenario: Scenario) -> float:
-    return scenario.workload.prefix_sharing_rate or 0.0
+    """The workload's prefix sharing rate: the stated one, else what its prefix structure shares over the
+    bench's prompts (a RAG corpus or a long system prompt needs no separate figure)."""
+    return scenario.workload.sharing_rate(scenario.bench.num_prompts)
 
 
 def main_server(scenario: Scenario) -> ServerConfig:

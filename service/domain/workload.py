@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import math
+from statistics import NormalDist
 from typing import Literal
 
 import msgspec
@@ -9,6 +12,10 @@ import msgspec
 Position = Literal["front", "back"]
 # A log-normal length given by its median alone is read with this p95 (a moderate spread).
 DEFAULT_P95_OVER_MEDIAN = 1.6
+# Every generated prompt ends with at least this many tokens of its own (the simulator's MIN_UNIQUE_TAIL).
+OWN_TAIL_TOKENS = 32
+# Prompt lengths are read at this many evenly spaced quantiles when averaging over the length law.
+_LENGTH_QUANTILES = 40
 
 
 class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -37,6 +44,26 @@ class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         else:
             value = self.lognormal_p95()
         return min(value, self.maximum) if self.maximum else value
+
+    def quantiles(self, count: int = _LENGTH_QUANTILES) -> list[float]:
+        """`count` evenly spaced quantiles of the law (mid-points), for averages over it; a log-normal's far
+        tail is cut at twice its p95, as the simulator draws it."""
+        mids = [(k + 0.5) / count for k in range(count)]
+        if self.kind == "fixed":
+            values = [float(self.median)] * count
+        elif self.kind == "uniform":
+            low = max(int(self.median * self.range_ratio), 1)
+            values = [low + q * (self.median - low) for q in mids]
+        elif self.kind == "empirical" and self.samples:
+            ordered = sorted(self.samples)
+            values = [float(ordered[min(len(ordered) - 1, int(q * len(ordered)))]) for q in mids]
+        else:
+            p95 = self.lognormal_p95()
+            sigma = max(math.log(max(p95, self.median + 1) / self.median) / 1.645, 1e-3)
+            normal = NormalDist()
+            values = [min(self.median * math.exp(sigma * normal.inv_cdf(q)), 2.0 * p95) for q in mids]
+        top = self.maximum or math.inf
+        return [min(max(v, float(self.minimum), 1.0), top) for v in values]
 
 
 class DocumentSet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -106,6 +133,86 @@ class WorkloadProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     total_requests: int | None = None
     structured_output: StructuredOutput = StructuredOutput()
     speculative: SpeculativeBehaviour = SpeculativeBehaviour()
+
+    def sharing_rate(self, prompts: int) -> float:
+        """The prefix sharing rate the tuner reads: the stated `prefix_sharing_rate`, else what the prefix
+        structure shares over `prompts` prompts (`structure_sharing`)."""
+        if self.prefix_sharing_rate is not None:
+            return self.prefix_sharing_rate
+        return self.structure_sharing(prompts)
+
+    def structure_sharing(self, prompts: int) -> float:
+        """The share of prompt tokens that repeat another prompt's prefix, expected from `prefix` over
+        `prompts` prompts: the casebook's rate (shared tokens over all prompt tokens) of the prompts the
+        workload dataset builds from this structure.
+
+        A prompt's fixed parts are shared in order until the first that is its own: a request id in front
+        shares nothing, a document counts when another prompt asks for the same one (by its popularity law),
+        a conversation's history when another turn of it is among the prompts. Parts longer than a prompt are
+        cut, leaving its own tail, and lengths are averaged over the input law, so long unshared prompts
+        weigh as they do in the rate.
+        """
+        prefix = self.prefix
+        if prompts < 2 or (prefix.variable_tokens and prefix.variable_position == "front"
+                           and prefix.variable_period_s is None):
+            return 0.0
+        parts = _shared_parts(prefix, prompts)
+        back = prefix.variable_tokens if prefix.variable_position == "back" else 0
+        shared = total = 0.0
+        for length in self.input.quantiles():
+            budget, expected = max(length - OWN_TAIL_TOKENS - back, 0.0), 0.0
+            for k, (tokens, repeats) in enumerate(parts):
+                if budget <= 0 or repeats <= 0:
+                    break
+                # A document fills what the prompt's other parts leave (the dataset draws documents from the
+                # input law, casebook case 2: a longer prompt is a longer document).
+                rest = budget - sum(float(t or 0) for t, _ in parts[k + 1:])
+                take = min(float(tokens), budget) if tokens is not None else max(rest, 0.0)
+                budget -= take
+                expected += repeats * take
+            shared += expected
+            total += length
+        return min(shared / total, 1.0) if total else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_parts(prefix: PrefixStructure, prompts: int) -> tuple[tuple[int | None, float], ...]:
+    """The prompt's fixed parts in order, each with the share of `prompts` prompts whose prefix up to and
+    including it an earlier prompt had (the first of each value is the one that misses); a document's length
+    is None (what the other parts leave)."""
+    parts: list[tuple[int | None, float]] = []
+    law = [1.0]  # the joint law of the values of the parts so far
+    if prefix.variable_tokens and prefix.variable_position == "front":
+        parts.append((prefix.variable_tokens, _repeats(law, prompts)))  # one value per period: shared within it
+    parts.append((prefix.system_prompt_tokens, _repeats(law, prompts)))
+    if prefix.tools_position == "first":
+        parts.append((prefix.tool_definition_tokens, _repeats(law, prompts)))
+    documents = prefix.documents
+    if documents is not None and documents.count > 0:
+        # A popular request draws one of the first `popular` documents, any other one of the rest (of all of
+        # them when every document is popular).
+        count, popular = documents.count, min(documents.popular, documents.count)
+        share = documents.popular_share if popular else 0.0
+        law = [share / popular if k < popular else 0.0 for k in range(count)] if popular else [0.0] * count
+        cold = range(popular if popular < count else 0, count)
+        for k in cold:
+            law[k] += (1 - share) / len(cold)
+        parts.append((None, _repeats(law, prompts)))
+    if prefix.history_tokens:
+        conversations = prefix.conversations
+        # Each prompt's history is its conversation's (drawn apart from its document), else its own.
+        law = [p / conversations for p in law for _ in range(conversations)] if conversations else []
+        parts.append((prefix.history_tokens, _repeats(law, prompts)))
+    if prefix.tools_position == "after_history":
+        parts.append((prefix.tool_definition_tokens, _repeats(law, prompts)))
+    return tuple((tokens, repeats) for tokens, repeats in parts if tokens is None or tokens > 0)
+
+
+def _repeats(law: list[float], prompts: int) -> float:
+    """The share of `prompts` draws from `law` (a probability per value) whose value an earlier draw had:
+    one less the expected number of distinct values over the draws (no law: every draw its own)."""
+    distinct = sum(1 - (1 - p) ** prompts for p in law if p > 0) if law else prompts
+    return max(1 - distinct / prompts, 0.0)
 
 
 class MeasuredProfile(msgspec.Struct, kw_only=True):

@@ -10,6 +10,8 @@ PLAYBOOKS = ("coding-assistant", "document-qa-rag", "nightly-batch", "structured
 LARGE_SCALE_GPUS = 64
 # "Prefix Sharing Rate > 0.6 -> Routing policy dominates performance."
 HIGH_SHARING = 0.6
+# A workload's structure-derived sharing rate is read over this many prompts when no bench is given.
+SHARING_PROMPTS = 1000
 
 
 def choose_playbook(workload: WorkloadProfile, slo: SLO, hardware: Hardware) -> tuple[str, str]:
@@ -21,7 +23,7 @@ def choose_playbook(workload: WorkloadProfile, slo: SLO, hardware: Hardware) -> 
         return "nightly-batch", "a completion deadline with no latency target is throughput-dominated (case 3)."
     if hardware.gpus_per_node * hardware.nodes > LARGE_SCALE_GPUS:
         return "moe-at-scale", f"{hardware.gpus_per_node * hardware.nodes} GPUs is the EP and PD review zone (case 5)."
-    sharing = workload.prefix_sharing_rate or 0.0
+    sharing = workload.sharing_rate(SHARING_PROMPTS)
     if sharing > HIGH_SHARING or workload.prefix.documents is not None:
         return "document-qa-rag", f"prefix sharing {sharing:.2f}: routing and caching dominate (case 2)."
     if slo.ttft_p95_ms is not None or slo.ttft_p99_ms is not None or slo.itl_median_ms is not None:
