@@ -8,7 +8,7 @@ import msgspec
 
 from service.domain import ModelSpec, Scenario, resolve_model
 from service.sglang.flags import versions_with
-from service.sglang.spelling import field_key, owning_field
+from service.sglang.spelling import RENDERER_FLAGS, field_key, owning_field
 from service.strict_toml import InputFileError, decode_data, decode_file, decode_text
 from service.traces import read_trace
 
@@ -46,7 +46,13 @@ def is_sglang_flag(spelling: str) -> bool:
 def flag_hint(spelling: str) -> bool | str:
     """For a server-table key that is no field: the fix when a typed field sets that flag under another name
     (`enable-dp-attention`: attention DP is `attention-dp-size`), else whether it is an SGLang flag at all."""
-    owner = owning_field(spelling.lstrip("-").replace("-", "_"))
+    dest = spelling.lstrip("-").replace("-", "_")
+    if dest == "disaggregation_mode":
+        return ('the group\'s role sets --disaggregation-mode: role = "prefill" or role = "decode" on its '
+                "[[deployment.groups]] entry, with a [deployment.router] in front")
+    if dest in RENDERER_FLAGS:
+        return f"--{field_key(dest)} comes from {RENDERER_FLAGS[dest]}: the launch command spells it"
+    owner = owning_field(dest)
     if owner == "attention_dp_size":
         return ("attention DP is one key here: attention-dp-size = N for SGLang's --enable-dp-attention --dp-size N "
                 "(leave dp-size unset; the launch command spells it for the scenario's SGLang version)")

@@ -9,6 +9,8 @@ from service import (
     Applicability,
     ConfigDelta,
     FlagValue,
+    Scenario,
+    ServerConfig,
     Technique,
     TuningContext,
     default_chunked_prefill,
@@ -32,6 +34,13 @@ def start_size(ctx: TuningContext) -> int:
     return 8192
 
 
+def prefilling(scenario: Scenario) -> ServerConfig:
+    """The server whose prefills the chunk splits: a unified one, else a PD deployment's prefill server."""
+    groups = scenario.deployment.groups
+    return next((g.server for role in ("unified", "prefill") for g in groups if g.role == role),
+                main_server(scenario))
+
+
 class ChunkedPrefill(Technique):
     """Sweep `--chunked-prefill-size` down from the start size while each halving is kept."""
 
@@ -41,7 +50,7 @@ class ChunkedPrefill(Technique):
                                   "the chunk until a smaller one is rolled back (casebook case 1: 4096, not 2048).")
 
     def applicable(self, ctx: TuningContext) -> Applicability:
-        current = main_server(ctx.scenario).chunked_prefill_size
+        current = prefilling(ctx.scenario).chunked_prefill_size
         if current is not None and 0 < current < SMALLEST_CHUNK:
             return Applicability(True, f"A {current}-token chunk cuts every prefill into many small forward passes, "
                                        "each paying a step's fixed cost; the sweep's sizes are measured instead.")
@@ -54,7 +63,8 @@ class ChunkedPrefill(Technique):
                                    "of throughput for a large cut in tail latency (casebook case 1).")
 
     def propose(self, ctx: TuningContext) -> list[ConfigDelta]:
-        """The first size, alone and with mixed chunk as alternatives; then the next smaller size, alone.
+        """The first size, alone and with mixed chunk as alternatives (with a unified server to mix decodes
+        into); then the next smaller size, alone.
 
         Where the flag is unset and SGLang's default for the GPU's memory (`memory_hook.py`: 8192 on an 80-141
         GB GPU, 4096 on a 48 GB one) is already the first size or smaller, setting the first size would change
@@ -62,11 +72,13 @@ class ChunkedPrefill(Technique):
         alternatives instead.
         """
         sizes = [int(s) for s in ctx.options.get("sizes", [])] or _halvings(start_size(ctx))
-        server = main_server(ctx.scenario)
+        server = prefilling(ctx.scenario)
         current = server.chunked_prefill_size
         if current is not None and 0 < current < SMALLEST_CHUNK:
             return _raised(self.name, ctx)
-        mixable = not server.enable_mixed_chunk and (
+        # Mixed chunk puts running decodes in a chunk's forward pass: a PD prefill server runs none.
+        unified = any(g.role == "unified" for g in ctx.scenario.deployment.groups)
+        mixable = unified and not server.enable_mixed_chunk and (
             server.speculative_algorithm is None or (server.speculative_algorithm.upper() in MIXING_ALGORITHMS
                                                      and keeps_mixed_chunk(ctx.scenario.sglang_version)))
         default = default_chunked_prefill(ctx.scenario.hardware.spec.hbm_gb)[0]

@@ -18,7 +18,7 @@ from service.sglang.flags import FlagCatalogue
 RENDERER_FLAGS: dict[str, str] = {
     "model_path": "server.model-path, or the scenario's model",
     "host": "the hardware's node hosts",
-    "port": "the group's base-port",
+    "port": "the group's base_port",
     "nnodes": "the replica's width over the hardware's GPUs per node",
     "node_rank": "the worker's placement",
     "dist_init_addr": "the replica's first node",

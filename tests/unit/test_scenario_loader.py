@@ -101,6 +101,14 @@ def test_an_sglang_flag_a_typed_key_sets_is_pointed_to_that_key_not_to_extra(tmp
         load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\ncuda-graph-max-bs-decode = 64"))
     assert graphs.value.hint == ("--cuda-graph-max-bs-decode is set through `cuda-graph-max-bs` here; the launch "
                                  "command spells it for the scenario's SGLang version")
+    # Flags the deployment itself sets point to the key that sets them, not to `extra` (which refuses them).
+    with pytest.raises(InputFileError) as mode:
+        load_scenario(_with(tmp_path, "tp-size = 2", 'tp-size = 2\ndisaggregation-mode = "prefill"'))
+    assert mode.value.hint == ('the group\'s role sets --disaggregation-mode: role = "prefill" or role = "decode" '
+                               "on its [[deployment.groups]] entry, with a [deployment.router] in front")
+    with pytest.raises(InputFileError) as port:
+        load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\nport = 31000"))
+    assert port.value.hint == "--port comes from the group's base_port: the launch command spells it"
     fixed = load_scenario(_with(tmp_path, "tp-size = 2", "tp-size = 2\nattention-dp-size = 2"))
     assert fixed.deployment.groups[0].server.attention_dp_size == 2
     # Outside a server table the flag words mean nothing: a `tp-size` under [hardware] gets the table's keys.

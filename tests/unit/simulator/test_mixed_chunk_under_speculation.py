@@ -72,3 +72,23 @@ def test_speculation_added_on_an_older_version_drops_the_mixed_chunk_flag_sglang
     assert summary.endswith(", mixed chunk off (SGLang 0.5.15 turns it off under speculation)")
     new, summary = added("0.5.23")
     assert "enable_mixed_chunk" not in new and "mixed" not in summary
+
+
+def test_a_pd_deployment_sweeps_its_prefill_servers_chunk_without_mixed_chunk() -> None:
+    # Mixed chunk carries running decodes in a chunk's forward pass; a PD prefill server runs none, so the
+    # step offers the chunk alone (a 9B started as one prefill and one decode TP1 server on two H100s measured
+    # "4096" and "4096 + mixed chunk" to the same figures). The sweep reads the prefill server's chunk.
+    from service.domain import Deployment, RouterConfig, WorkerGroup
+
+    model = "Qwen/Qwen3.6-9B"
+    prefill = WorkerGroup(name="prefill", role="prefill", base_port=30001, bootstrap_port=8998,
+                          server=ServerConfig(model_path=model, tp_size=1, chunked_prefill_size=8192))
+    decode = WorkerGroup(name="decode", role="decode", base_port=30011, server=ServerConfig(model_path=model))
+    pd = Deployment(groups=[prefill, decode], router=RouterConfig(policy="round_robin", port=30000))
+    scen = scenario(model, "H100-SXM", 2, pd, clients=32)
+    summaries = [d.summary for d in ChunkedPrefill().propose(context(scen))]
+    assert summaries == ["chunked prefill 4096"]
+    # The same server unified, at SGLang's default chunk for an 80 GB GPU: mixed chunk is the first step.
+    unified = scenario(model, "H100-SXM", 2, deployment(model), clients=32)
+    assert [d.summary for d in ChunkedPrefill().propose(context(unified))] == [
+        "chunked prefill 8192 + mixed chunk", "chunked prefill 4096"]
