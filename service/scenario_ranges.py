@@ -72,7 +72,7 @@ def check_ranges(scenario: Scenario) -> list[ValidationIssue]:
         issues += _chunked_prefill(f"deployment.groups[{index}].server", group.server)
     return (issues + _length_order(scenario.workload) + _documents(scenario.workload) + _max_load(scenario)
             + _latency_units(scenario) + _clients_past_prompts(scenario.bench) + _opening_burst(scenario)
-            + _stated_sharing(scenario))
+            + _stated_sharing(scenario) + _deadline_size(scenario))
 
 
 def _max_load(scenario: Scenario) -> list[ValidationIssue]:
@@ -235,6 +235,30 @@ def _length_order(workload: WorkloadProfile) -> list[ValidationIssue]:
                                           message=f"maximum {dist.maximum} is below the minimum {dist.minimum}",
                                           hint="raise maximum, or lower minimum"))
     return issues
+
+
+def _deadline_size(scenario: Scenario) -> list[ValidationIssue]:
+    """A completion deadline (a target or the objective) with no batch to complete: every round would read
+    `deadline_hours` as unmeasured and the job could only end missing it."""
+    slo, workload = scenario.slo, scenario.workload
+    wants = slo.deadline_hours is not None or scenario.objective.kind == "deadline"
+    if not wants or slo.deadline_output_tokens is not None:
+        return []
+    field = "slo.deadline_hours" if slo.deadline_hours is not None else "objective.kind"
+    lengths = workload.output.quantiles()
+    mean = sum(lengths) / len(lengths)
+    if workload.total_requests:
+        tokens = workload.total_requests * mean
+        fix = (f"set slo.deadline_output_tokens = {tokens:.3g} (workload.total_requests {workload.total_requests:,} "
+               f"x about {mean:,.0f} output tokens each, the mean of workload.output)")
+    else:
+        fix = ("set slo.deadline_output_tokens to the batch's output tokens (its requests x their mean output), "
+               "as casebook case 3 does: 2.4M requests x 150 = 3.6e8")
+    return [ValidationIssue(
+        field=field,
+        message="a completion deadline is judged on the hours the batch's output tokens take at a round's output "
+                "throughput, but slo.deadline_output_tokens is not set: no round could measure it",
+        hint=fix)]
 
 
 # A stated sharing rate this far from what the prompt structure shares is two different workloads.
