@@ -15,6 +15,8 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One GPU model's datasheet figures."""
 
     name: str
+    # The datasheet's memory size, read as GiB wherever memory is budgeted (an "80 GB" H100 shows 79.6 GiB
+    # to the driver, an "80GB" A100 80 GiB: the datasheet figures are binary sizes, rounded).
     hbm_gb: float
     hbm_bandwidth_tbps: float
     bf16_tflops: float

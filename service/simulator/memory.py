@@ -183,7 +183,7 @@ def check_headroom(model: ModelSpec, hbm_gb: float, server: ServerConfig, frac: 
     if needed > budget:
         raise ServerStartError(
             f"CUDA out of memory at start: mem-fraction-static {frac:.2f} leaves {budget / GIB:.2f} GiB of "
-            f"{hbm_gb:.0f} GB per GPU outside the static pool, but a {pass_tokens}-token forward pass, CUDA "
+            f"{hbm_gb:.0f} GiB per GPU outside the static pool, but a {pass_tokens}-token forward pass, CUDA "
             f"graphs for batch {graph_bs} and the sampler need {needed / GIB:.2f} GiB")
 
 
@@ -214,7 +214,7 @@ def resolve_server(model: ModelSpec, hardware: Hardware, server: ServerConfig) -
     if free <= 0:
         raise WeightsDoNotFit(
             f"{model.name} needs {weights / GIB:.1f} GiB of weights per GPU but mem-fraction-static {frac:.2f} "
-            f"of {spec.hbm_gb:.0f} GB leaves {spec.hbm_gb * frac:.1f} GiB (tp-size {server.tp_size})")
+            f"of {spec.hbm_gb:.0f} GiB leaves {spec.hbm_gb * frac:.1f} GiB (tp-size {server.tp_size})")
     per_token = kv_bytes_per_gpu_token(model, server, attention_tp)
     state = model.linear_state_bytes_per_request / max(attention_tp, 1)
     page = server.page_size or 1
