@@ -67,7 +67,7 @@ def check_scenario(scenario: Scenario, *, sglang_version: str | None = None,
     issues = check_names(scenario) + check_ranges(scenario) + check_server_width(scenario)
     if not errors(issues):
         issues += (check_head_split(scenario) + check_expert_split(scenario) + check_self_draft(scenario)
-                   + check_capacity(scenario))
+                   + check_stored_quantization(scenario) + check_capacity(scenario))
     return issues + validate_scenario(_countable(scenario), sglang_version=sglang_version, allow=_allowed(allow))
 
 
@@ -335,6 +335,37 @@ def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
             hint=(f"use speculative-algorithm EAGLE3 with speculative-draft-model-path {eagle3}" if eagle3 else
                   "use EAGLE3 with a draft trained for this model (speculative-draft-model-path), or no "
                   "speculative decoding")))
+    return issues
+
+
+# `--quantization` methods that read their scales from a quantized checkpoint's config file: on a checkpoint
+# stored unquantized SGLang's loader finds none and stops ("Cannot find the config file for awq",
+# `model_loader/weight_utils.py` get_quant_config, 0.5.23). fp8, w8a8_fp8, mxfp8 and the other methods whose
+# `get_config_filenames()` is empty quantize a 16-bit checkpoint at load instead.
+STORED_ONLY_METHODS = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "moe_wna16", "auto-round",
+                                 "modelopt", "modelopt_fp8", "modelopt_mixed", "petit_nvfp4", "modelslim"})
+
+
+def check_stored_quantization(scenario: Scenario) -> list[ValidationIssue]:
+    """A quantization method that needs a checkpoint stored in it, on a model whose checkpoint is not."""
+    try:
+        model = resolve_model(scenario.model)
+    except (KeyError, OSError, ValueError):
+        return []
+    if model.prequantized:
+        return []
+    issues = []
+    for index, group in enumerate(scenario.deployment.groups):
+        method = group.server.quantization
+        if method not in STORED_ONLY_METHODS:
+            continue
+        issues.append(ValidationIssue(
+            field=group_field(index, "server.quantization"), flag="--quantization",
+            message=f"--quantization {method} loads weights stored in {method}, and {model.name}'s config.json "
+                    "has no quantization_config: SGLang finds no quantization config file and the server fails "
+                    "at start",
+            hint=f"point model at a checkpoint stored in {method} (its config.json names it), or use "
+                 'quantization = "fp8", which SGLang applies to 16-bit weights at load'))
     return issues
 
 
