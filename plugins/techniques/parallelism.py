@@ -145,8 +145,13 @@ class Parallelism(Technique):
             return Applicability(False, f"Every split of TP{tp} down to TP{target} makes more replicas than the "
                                         f"{clients_of(ctx.scenario)} requests in flight: the extra replicas would "
                                         "sit idle.")
-        if tight := _itl_tight(ctx):
+        if (tight := _itl_tight(ctx)) and not _spans_nodes(ctx):
             return Applicability(False, tight)
+        if _spans_nodes(ctx):
+            per_node = ctx.scenario.hardware.gpus_per_node
+            return Applicability(True, f"TP{tp} spans {-(-tp // per_node)} nodes: every layer's all-reduce crosses "
+                                       f"the network between them; replicas of at most TP{per_node} keep it inside "
+                                       "a node's NVLink (case 1: less all-reduce, each replica its own batch).")
         return Applicability(True, f"TP{tp} spends an all-reduce per layer and idles GPUs at small batches; "
                                    f"TP{target} replicas behind a router raise throughput and cut TTFT (case 1).")
 
@@ -184,6 +189,9 @@ def _split_sizes(ctx: TuningContext, tp: int) -> list[int]:
         top = server.tp_size * server.pp_size + 1
         # Fewer GPUs per request make a slower token: with no ITL headroom, or one request in flight, the same GPUs only.
         size = top - 1 if _itl_tight(ctx) or lone_client(ctx) else min(size, top - 1)
+    if _spans_nodes(ctx) and _itl_tight(ctx):
+        # No ITL headroom: only the split that takes the all-reduce off the network, not a smaller TP.
+        size = max(size, ctx.scenario.hardware.gpus_per_node)
     while size < top:
         if not 0 < clients < gpus // size:
             out.append(size)
@@ -219,6 +227,11 @@ def _itl_tight(ctx: TuningContext) -> str:
         return (f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms leaves no headroom under the "
                 f"{itl_slo:.0f} ms SLO; smaller TP would raise it (case 1).")
     return ""
+
+
+def _spans_nodes(ctx: TuningContext) -> bool:
+    """Whether one instance's TP spans nodes (its all-reduce crosses the network between them)."""
+    return main_server(ctx.scenario).tp_size > ctx.scenario.hardware.gpus_per_node
 
 
 def _staged(ctx: TuningContext) -> bool:
