@@ -128,11 +128,17 @@ class Parallelism(Technique):
             return Applicability(False, "A multi-node MoE is split by expert parallelism, not TP replicas.")
         server = main_server(ctx.scenario)
         tp, target = server.tp_size, smallest_replica_tp(ctx.model, ctx.scenario)
-        if _merge_sizes(ctx) and ctx.baseline is not None:
+        if _merge_sizes(ctx) and _itl_missed(ctx) and ctx.baseline is not None:
             return Applicability(True, f"Median ITL {ctx.baseline.bench.median_itl_ms:.1f} ms misses the "
                                        f"{ctx.scenario.slo.itl_median_ms:g} ms SLO: a wider TP spreads each token "
                                        "over more GPUs (case 1: 'If the ITL SLO were tighter, like 15ms, the "
                                        "opposite conclusion would have been necessary').")
+        if _merge_sizes(ctx):
+            replicas, clients = ctx.scenario.deployment.groups[0].replicas, clients_of(ctx.scenario)
+            return Applicability(True, f"{replicas} replicas for {clients} request{'s' if clients > 1 else ''} in "
+                                       f"flight: {replicas - clients} sit idle, while a wider TP on the same GPUs "
+                                       "spreads each request's tokens over more of them (replicas pay off by "
+                                       "filling their own batches, casebook case 1).")
         if tp <= target and not _staged(ctx):
             return Applicability(False, no_smaller_tp(ctx.model, ctx.scenario))
         if _staged(ctx) and _split_sizes(ctx, tp):
@@ -200,24 +206,35 @@ def _split_sizes(ctx: TuningContext, tp: int) -> list[int]:
 
 
 def _merge_sizes(ctx: TuningContext) -> list[int]:
-    """Wider TP sizes for replicas whose measured median ITL misses its SLO: each doubling of the TP up to one
-    node, on the same GPUs in fewer replicas (casebook case 1: TP2 x 4 was adopted because its 17.9 ms ITL was
-    "well within the SLO of 50ms"; a tighter target takes the wider TP). Llama-3.1-70B as TP4 x 2 on eight
-    H100s at 16 streams decodes at 15.7 ms against a 12 ms target; more replicas of it never would."""
-    deployment, itl = ctx.scenario.deployment, ctx.scenario.slo.itl_median_ms
-    if deployment.is_pd or len(deployment.groups) != 1 or itl is None or ctx.baseline is None:
+    """Wider TP sizes for replicas whose measured median ITL misses its SLO, or that outnumber the requests in
+    flight (the extra ones idle) under any objective but cost (right_sizing drops those instead): each doubling
+    of the TP up to one node, on the same GPUs in fewer replicas, none more than the requests in flight.
+
+    Casebook case 1: TP2 x 4 was adopted because its 17.9 ms ITL was "well within the SLO of 50ms"; a tighter
+    target takes the wider TP. Llama-3.1-70B as TP4 x 2 on eight H100s at 16 streams decodes at 15.7 ms against
+    a 12 ms target; more replicas of it never would. Four TP2 replicas of the 27B for one user leave three
+    idle, the one request decoding at 10.6 ms where TP8 would spread it over all eight GPUs."""
+    deployment = ctx.scenario.deployment
+    if deployment.is_pd or len(deployment.groups) != 1:
         return []
     group = deployment.groups[0]
     server = group.server
-    if group.replicas < 2 or server.pp_size > 1 or server.dp_size > 1 or ctx.baseline.bench.median_itl_ms <= itl:
-        return []
     gpus, clients = deployment.total_gpus(), clients_of(ctx.scenario)
+    idle = 0 < clients < group.replicas and ctx.scenario.objective.kind != "cost"
+    if group.replicas < 2 or server.pp_size > 1 or server.dp_size > 1 or not (_itl_missed(ctx) or idle):
+        return []
     sizes, size = [], server.tp_size * 2
     while size <= min(ctx.scenario.hardware.gpus_per_node, gpus):
         if not 0 < clients < gpus // size:  # more replicas than requests in flight: the extra ones idle
             sizes.append(size)
         size *= 2
     return sizes
+
+
+def _itl_missed(ctx: TuningContext) -> bool:
+    """Whether the last kept round's median ITL misses the SLO's target."""
+    itl = ctx.scenario.slo.itl_median_ms
+    return itl is not None and ctx.baseline is not None and ctx.baseline.bench.median_itl_ms > itl
 
 
 def _itl_tight(ctx: TuningContext) -> str:

@@ -34,11 +34,13 @@ def test_a_resumed_job_neither_repeats_a_technique_nor_forgets_a_reopened_step()
     techniques = [t for _, t, _, _ in walk]
     # The job this pins: chunked prefill sweeps over rounds 2-3 (mixed chunk at the L40S's default 4096 kept,
     # 2048 rolled back), EAGLE3 is kept and reopens parallelism, whose kept TP2 x 2 is split once more: on PCIe
-    # GPUs the 9B's TP1 (37% of an L40S) is measured where its KV fits, and rolled back.
+    # GPUs the 9B's TP1 (37% of an L40S) is measured where its KV fits, and rolled back. The replicas are
+    # routed cache_aware: the 400-token system prompt makes 0.38 of the prompts' tokens shared.
     eagle = techniques.index("speculative_decoding")
     assert techniques[eagle + 1] == "parallelism" and techniques.count("parallelism") == 3
     assert [d for _, t, d, _ in walk[eagle + 1:] if t == "parallelism"] == [
-        "TP2 x 2 + power_of_two router", "TP1 x 4 + power_of_two router"]
+        "TP2 x 2 + cache_aware router (balance-abs-threshold 32)",
+        "TP1 x 4 + cache_aware router (balance-abs-threshold 16)"]
     assert techniques[2:4] == ["chunked_prefill"] * 2 and walk[2][3] in ("accept", "keep_tradeoff")
     # Stopped after the sweep's kept step (a resumed walk once split the chunked deployment again first), and
     # right after EAGLE3 was kept (the reopened parallelism step is still owed).
