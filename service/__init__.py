@@ -51,6 +51,7 @@ from service.loadgen import (
 )
 from service.logs import get_logger
 from service.playbooks import load_playbook, load_playbook_dir
+from service.scenario import scenario_sharing
 from service.scenario_check import check_candidate, check_scenario
 from service.settings import PhaseDeadlines, RunnerSettings, load_runner_settings
 from service.sglang import ROUTER, RenderedLaunch, RenderRefused, ValidationIssue, render_scenario, validate_argv
@@ -129,6 +130,7 @@ __all__ = [
     "validate_argv",
     "check_candidate",
     "check_scenario",
+    "scenario_sharing",
     "model_from_config",
     "bundled_configs",
     "shipped_models",

@@ -10,7 +10,7 @@ from service.domain import ModelSpec, Scenario, resolve_model
 from service.sglang.flags import versions_with
 from service.sglang.spelling import RENDERER_FLAGS, field_key, owning_field
 from service.strict_toml import InputFileError, decode_data, decode_file, decode_text
-from service.traces import read_trace
+from service.traces import read_trace, trace_sharing
 
 __all__ = ["InputFileError", "flag_hint", "is_sglang_flag", "load_scenario", "parse_scenario", "require_inline_trace", "scenario_from_data",
            "scenario_model"]
@@ -88,3 +88,27 @@ def require_inline_trace(scenario: Scenario, source: str = "<request>") -> Scena
 def scenario_model(scenario: Scenario, base: Path | None = None) -> ModelSpec:
     """The scenario's model: a shipped Hugging Face id or a folder with config.json (relative to `base`)."""
     return resolve_model(scenario.model, base=base)
+
+
+# The last trace whose sharing rate was read, and the rate (techniques ask for it again and again in one job).
+_TRACE_SHARING: dict[str, tuple[object, int, float]] = {}
+
+
+def scenario_sharing(scenario: Scenario) -> float:
+    """The prefix sharing rate the techniques read for a scenario: the workload's stated
+    `prefix_sharing_rate`; else, for a bench replaying a trace, the rate its measured records share (the
+    casebook's sorted-adjacent rate over their block ids, as `sglang-tuner profile --trace` measures it);
+    else what the workload's prefix structure shares over the bench's prompts."""
+    workload, bench = scenario.workload, scenario.bench
+    if workload.prefix_sharing_rate is not None:
+        return workload.prefix_sharing_rate
+    trace = bench.trace
+    if bench.dataset != "trace" or trace is None or not trace.records:
+        return workload.structure_sharing(bench.num_prompts)
+    hit = _TRACE_SHARING.get("last")
+    if hit is not None and hit[0] is trace and hit[1] == bench.num_prompts:
+        return hit[2]
+    measured = trace.parts(bench.warm_prompts, bench.num_prompts)[1]
+    rate = trace_sharing(measured, trace.block_tokens)
+    _TRACE_SHARING["last"] = (trace, bench.num_prompts, rate)
+    return rate

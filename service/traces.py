@@ -9,6 +9,7 @@ the trace carries lengths, arrival times and prefix sharing, never text.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -18,12 +19,25 @@ import numpy as np
 from service.domain import TRACE_BLOCK_TOKENS, TraceRecord
 from service.strict_toml import InputFileError, find_unknown_key, parse_msgspec_path
 
-__all__ = ["TraceBuilder", "read_trace", "write_trace"]
+__all__ = ["TraceBuilder", "read_trace", "trace_sharing", "write_trace"]
 
 _KEYS = TraceRecord.__struct_fields__
 _RECORD_INFO = msgspec.inspect.type_info(TraceRecord)
 _DECODER = msgspec.json.Decoder(TraceRecord)
 _ENCODER = msgspec.json.Encoder()
+
+
+def trace_sharing(records: Sequence[TraceRecord], block_tokens: int = TRACE_BLOCK_TOKENS) -> float:
+    """The casebook's sorted-adjacent prefix sharing rate over block ids (shared blocks count their tokens)."""
+    blocks = [r.blocks(block_tokens) for r in records]
+    keys = sorted((tuple(h for h, _ in b), k) for k, b in enumerate(blocks))
+    shared = 0
+    for (a, k), (b, _) in zip(keys, keys[1:], strict=False):
+        common = 0
+        while common < min(len(a), len(b)) and a[common] == b[common]:
+            common += 1
+        shared += sum(tokens for _, tokens in blocks[k][:common])
+    return shared / max(sum(r.input_length for r in records), 1)
 
 
 def read_trace(path: Path) -> list[TraceRecord]:

@@ -22,6 +22,7 @@ from service import (
     default_chunked_prefill,
     dtype_bytes,
     resolve_server,
+    scenario_sharing,
     server_starts,
 )
 
@@ -99,9 +100,9 @@ def has_latency_slo(slo: SLO) -> bool:
 
 
 def sharing_rate(scenario: Scenario) -> float:
-    """The workload's prefix sharing rate: the stated one, else what its prefix structure shares over the
-    bench's prompts (a RAG corpus or a long system prompt needs no separate figure)."""
-    return scenario.workload.sharing_rate(scenario.bench.num_prompts)
+    """The workload's prefix sharing rate: the stated one, else what a replayed trace or the prefix structure
+    shares (a RAG corpus, a long system prompt or a trace needs no separate figure)."""
+    return scenario_sharing(scenario)
 
 
 def main_server(scenario: Scenario) -> ServerConfig:

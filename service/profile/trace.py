@@ -15,7 +15,7 @@ from service.domain import TRACE_BLOCK_TOKENS, MeasuredProfile, TraceRecord
 from service.profile.prefix import TokenIds
 from service.profile.records import LogRecord
 from service.profile.timing import casebook_median, casebook_p95, request_rates
-from service.traces import TraceBuilder, read_trace
+from service.traces import TraceBuilder, read_trace, trace_sharing
 
 # A prefix-cache node: the child under each block hash id.
 _PrefixNode: TypeAlias = dict[int, "_PrefixNode"]
@@ -41,19 +41,6 @@ def log_trace(records: Sequence[LogRecord], prompts: Sequence[TokenIds], complet
     first = starts[order[0]] if order else 0.0
     builder = TraceBuilder(block_tokens)
     return [builder.record((starts[i] - first) * 1000, prompts[i], len(completions[i])) for i in order]
-
-
-def _sharing(records: Sequence[TraceRecord], block_tokens: int) -> float:
-    """The casebook's sorted-adjacent sharing rate over block ids (shared blocks count their tokens)."""
-    blocks = [r.blocks(block_tokens) for r in records]
-    keys = sorted((tuple(h for h, _ in b), k) for k, b in enumerate(blocks))
-    shared = 0
-    for (a, k), (b, _) in zip(keys, keys[1:], strict=False):
-        common = 0
-        while common < min(len(a), len(b)) and a[common] == b[common]:
-            common += 1
-        shared += sum(tokens for _, tokens in blocks[k][:common])
-    return shared / max(sum(r.input_length for r in records), 1)
 
 
 def _radix_reuse(records: Sequence[TraceRecord], block_tokens: int) -> float:
@@ -85,5 +72,5 @@ def profile_trace(source: Path | Sequence[TraceRecord], block_tokens: int = TRAC
         requests=len(records), skipped_lines=0,
         input_median=casebook_median(ins), input_p95=casebook_p95(ins),
         output_median=casebook_median(outs), output_p95=casebook_p95(outs),
-        prefix_sharing_rate=_sharing(records, block_tokens), radix_reuse_rate=_radix_reuse(records, block_tokens),
+        prefix_sharing_rate=trace_sharing(records, block_tokens), radix_reuse_rate=_radix_reuse(records, block_tokens),
         request_rate=mean_rate, peak_request_rate=peak_rate)

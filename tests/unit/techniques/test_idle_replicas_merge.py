@@ -8,8 +8,6 @@ ITL 10.6 ms, p95 TTFT 387 ms, simulated). As TP8 x 1 the request decodes at 4.2 
 
 from __future__ import annotations
 
-import msgspec
-
 from plugins.techniques import Parallelism
 from service import SLO, Objective
 

@@ -51,3 +51,18 @@ def test_a_stated_rate_the_prompts_do_not_have_warns_with_both_figures() -> None
     assert "system_prompt_tokens" in (issue.hint or "") and "leave prefix_sharing_rate out" in (issue.hint or "")
     # Close enough to what the structure shares: no warning.
     assert not [i for i in check_scenario(_rag(stated=0.8)) if i.field == "workload.prefix_sharing_rate"]
+
+
+def test_a_replayed_trace_with_no_stated_rate_is_read_at_its_own_sharing() -> None:
+    from pathlib import Path
+
+    from service import scenario_sharing
+    from service.profile import profile_trace
+    from service.scenario import load_scenario
+
+    example = Path(__file__).parents[3] / "examples" / "traces"
+    scen = load_scenario(example / "chat-sessions.toml")
+    unstated = msgspec.structs.replace(scen, workload=msgspec.structs.replace(scen.workload, prefix_sharing_rate=None))
+    measured = scen.bench.trace.parts(scen.bench.warm_prompts, scen.bench.num_prompts)[1]
+    assert scenario_sharing(unstated) == profile_trace(measured).prefix_sharing_rate
+    assert 0.6 < scenario_sharing(unstated) < 0.8 and scenario_sharing(scen) == 0.71
