@@ -17,9 +17,11 @@ from plugins.techniques._rules import (
     without_ep,
     without_router,
 )
+from plugins.techniques.mla import dp_attention, mla_pool_bound
 from plugins.techniques.parallelism import preferred_policy
 from service import (
     Applicability,
+    AttentionKind,
     ConfigDelta,
     Deployment,
     Hardware,
@@ -86,13 +88,15 @@ class MoeParallelism(Technique):
     def applicable(self, ctx: TuningContext) -> Applicability:
         server = main_server(ctx.scenario)
         too_small = _scale_reason(ctx.scenario)
-        if too_small and _expert_layout(server):
+        if too_small and _expert_layout(server) and not _mla_dp_only(ctx, server):
             # A start that already runs the large-scale layout where the casebook calls it detrimental: the
             # plain TP instance on the same GPUs is the comparison an engineer makes first.
             return Applicability(True, f"{_expert_layout(server)} on {too_small[0].lower()}{too_small[1:-1]}; "
                                        "measure the same GPUs as a plain TP instance.")
         if not ctx.model.is_moe:
             return Applicability(False, "The model is dense; expert parallelism needs experts.")
+        if too_small and (why := mla_pool_bound(ctx)):
+            return Applicability(True, why)
         if too_small:
             return Applicability(False, too_small)
         if server.ep_size <= 1:
@@ -114,7 +118,9 @@ class MoeParallelism(Technique):
         """
         server = main_server(ctx.scenario)
         layout = _expert_layout(server)
-        if _scale_reason(ctx.scenario) and layout:
+        if _scale_reason(ctx.scenario) and mla_pool_bound(ctx):
+            return [dp_attention(ctx)]
+        if _scale_reason(ctx.scenario) and layout and not _mla_dp_only(ctx, server):
             return [ConfigDelta(technique=self.name, summary=f"plain TP{server.tp_size}: {layout} off (below the "
                                                              f"casebook's {MIN_SCALE_GPUS}-GPU scale)",
                                 deployment=_map_servers(ctx.scenario.deployment, without_ep), simplifies=True)]
@@ -188,6 +194,12 @@ def _pool_ep_size(ctx: TuningContext, pool: int, current: int) -> int:
     fits = [g for g in range(min(widest, pool), 0, -1)
             if pool % g == 0 and (g % per_node == 0 or g == pool) and (not experts or experts % g == 0)]
     return fits[0] if fits else current
+
+
+def _mla_dp_only(ctx: TuningContext, server: ServerConfig) -> bool:
+    """DP attention alone on an MLA model: the KV layout `mla.py` sets below scale, not a large-scale one."""
+    return ctx.model.attention is AttentionKind.MLA and server.attention_dp_size > 1 and server.ep_size <= 1 \
+        and not server.enable_eplb
 
 
 def _expert_layout(server: ServerConfig) -> str:
