@@ -293,6 +293,9 @@ class RouterPolicy(Technique):
             return Applicability(True, f"Splitting into replicas makes routing part of the caching strategy; "
                                        f"sharing rate {sharing_rate(ctx.scenario):.2f} favours {preferred} (case 2).")
         current = deployment.router.policy if deployment.router else None
+        if lone_client(ctx) and sharing_rate(ctx.scenario) < CACHE_WORTHWHILE:
+            return Applicability(False, "One client stream keeps one request in flight and its prompts share no "
+                                        "prefix: every policy sends it to an idle worker with nothing cached.")
         smg = {policy: why for policy, why in smg_policies(ctx).items() if policy != current}
         if current == preferred and not smg:
             return Applicability(False, f"The router already uses {preferred}, the casebook's choice here.")

@@ -8,6 +8,8 @@ ITL 10.6 ms, p95 TTFT 387 ms, simulated). As TP8 x 1 the request decodes at 4.2 
 
 from __future__ import annotations
 
+import msgspec
+
 from plugins.techniques import Parallelism
 from service import SLO, Objective
 
@@ -36,3 +38,17 @@ def test_busy_replicas_and_the_cost_objective_are_left_to_other_steps() -> None:
     busy = Parallelism().applicable(_replicas(clients=16))
     assert not busy.applicable and busy.reason.startswith("At TP1 the weights would take 50 GiB")
     assert Parallelism().propose(_replicas(clients=1, objective="cost")) == []
+
+
+def test_one_user_with_nothing_shared_measures_no_router_policy() -> None:
+    from plugins.techniques import RouterPolicy
+
+    def round_robin(clients: int):
+        ctx = _replicas(clients=clients, objective="cost")
+        dep = ctx.scenario.deployment
+        dep = msgspec.structs.replace(dep, router=msgspec.structs.replace(dep.router, policy="round_robin"))
+        return msgspec.structs.replace(ctx, scenario=msgspec.structs.replace(ctx.scenario, deployment=dep))
+
+    verdict = RouterPolicy().applicable(round_robin(1))
+    assert not verdict.applicable and verdict.reason.startswith("One client stream keeps one request in flight")
+    assert RouterPolicy().applicable(round_robin(4)).applicable
