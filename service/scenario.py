@@ -91,24 +91,27 @@ def scenario_model(scenario: Scenario, base: Path | None = None) -> ModelSpec:
 
 
 # The last trace whose sharing rate was read, and the rate (techniques ask for it again and again in one job).
-_TRACE_SHARING: dict[str, tuple[object, int, float]] = {}
+_TRACE_SHARING: dict[str, tuple[object, tuple[int, int], float]] = {}
 
 
 def scenario_sharing(scenario: Scenario) -> float:
     """The prefix sharing rate the techniques read for a scenario: the workload's stated
-    `prefix_sharing_rate`; else, for a bench replaying a trace, the rate its measured records share (the
+    `prefix_sharing_rate`; else nothing for bench_serving's random dataset; else, for a bench replaying a trace, the rate its measured records share (the
     casebook's sorted-adjacent rate over their block ids, as `sglang-tuner profile --trace` measures it);
     else what the workload's prefix structure shares over the bench's prompts."""
     workload, bench = scenario.workload, scenario.bench
     if workload.prefix_sharing_rate is not None:
         return workload.prefix_sharing_rate
+    if bench.dataset == "random":  # bench_serving's random dataset: every prompt its own tokens
+        return 0.0
     trace = bench.trace
     if bench.dataset != "trace" or trace is None or not trace.records:
         return workload.structure_sharing(bench.num_prompts)
+    key = (bench.warm_prompts, bench.num_prompts)
     hit = _TRACE_SHARING.get("last")
-    if hit is not None and hit[0] is trace and hit[1] == bench.num_prompts:
+    if hit is not None and hit[0] is trace and hit[1] == key:
         return hit[2]
-    measured = trace.parts(bench.warm_prompts, bench.num_prompts)[1]
+    measured = trace.parts(*key)[1]
     rate = trace_sharing(measured, trace.block_tokens)
-    _TRACE_SHARING["last"] = (trace, bench.num_prompts, rate)
+    _TRACE_SHARING["last"] = (trace, key, rate)
     return rate

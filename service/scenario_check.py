@@ -338,12 +338,18 @@ def check_self_draft(scenario: Scenario) -> list[ValidationIssue]:
     return issues
 
 
-# `--quantization` methods that read their scales from a quantized checkpoint's config file: on a checkpoint
-# stored unquantized SGLang's loader finds none and stops ("Cannot find the config file for awq",
-# `model_loader/weight_utils.py` get_quant_config, 0.5.23). fp8, w8a8_fp8, mxfp8 and the other methods whose
-# `get_config_filenames()` is empty quantize a 16-bit checkpoint at load instead.
+# `--quantization` methods that load weights stored in them (SGLang 0.5.23). Those with a config file to read
+# stop at start when a 16-bit checkpoint has none ("Cannot find the config file for awq",
+# `model_loader/weight_utils.py` get_quant_config); compressed-tensors builds its config with no arguments
+# there and fails; gguf reads a GGUF file; w4afp8, w8a8_int8 and auto-round-int8 build layers for int8 or
+# int4 weights with their scales, which a 16-bit checkpoint does not have. fp8, mxfp8, w8a8_fp8,
+# modelopt_fp4 and nvfp4_online quantize a 16-bit checkpoint at load instead.
 STORED_ONLY_METHODS = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "moe_wna16", "auto-round",
-                                 "modelopt", "modelopt_fp8", "modelopt_mixed", "petit_nvfp4", "modelslim"})
+                                 "modelopt", "modelopt_fp8", "modelopt_mixed", "petit_nvfp4", "modelslim",
+                                 "compressed-tensors", "gguf", "w4afp8", "w8a8_int8", "auto-round-int8"})
+# The quantization config files SGLang's loader reads beside config.json (`get_config_filenames()`).
+QUANT_CONFIG_FILES = ("quant_config.json", "quantize_config.json", "quantization_config.json",
+                      "hf_quant_config.json", "quant_model_description.json")
 
 
 def check_stored_quantization(scenario: Scenario) -> list[ValidationIssue]:
@@ -352,8 +358,9 @@ def check_stored_quantization(scenario: Scenario) -> list[ValidationIssue]:
         model = resolve_model(scenario.model)
     except (KeyError, OSError, ValueError):
         return []
-    if model.prequantized:
-        return []
+    folder = Path(scenario.model)
+    if model.prequantized or (folder.is_dir() and any((folder / name).is_file() for name in QUANT_CONFIG_FILES)):
+        return []  # stored quantized: config.json names it, or a config file beside it does
     issues = []
     for index, group in enumerate(scenario.deployment.groups):
         method = group.server.quantization

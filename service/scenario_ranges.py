@@ -238,13 +238,12 @@ def _length_order(workload: WorkloadProfile) -> list[ValidationIssue]:
 
 
 def _deadline_size(scenario: Scenario) -> list[ValidationIssue]:
-    """A completion deadline (a target or the objective) with no batch to complete: every round would read
-    `deadline_hours` as unmeasured and the job could only end missing it."""
+    """A completion deadline with no batch to complete: every round would read `deadline_hours` as unmeasured
+    and the job could only end missing it. (The `deadline` objective alone ranks by output throughput.)"""
     slo, workload = scenario.slo, scenario.workload
-    wants = slo.deadline_hours is not None or scenario.objective.kind == "deadline"
-    if not wants or slo.deadline_output_tokens is not None:
+    if slo.deadline_hours is None or slo.deadline_output_tokens is not None:
         return []
-    field = "slo.deadline_hours" if slo.deadline_hours is not None else "objective.kind"
+    field = "slo.deadline_hours"
     lengths = workload.output.quantiles()
     mean = sum(lengths) / len(lengths)
     if workload.total_requests:

@@ -10,7 +10,7 @@ node at 512 clients keeps 232 requests queued at token_usage 0.81.
 
 from __future__ import annotations
 
-from plugins.techniques._rules import main_server
+from plugins.techniques._rules import main_server, running_cap
 from service import AttentionKind, ConfigDelta, TuningContext
 
 # The running cap binds when the server runs at least this share of it: then the cap, not the pool, queues.
@@ -21,15 +21,19 @@ POOL_IN_USE = 0.5
 
 def mla_pool_bound(ctx: TuningContext) -> str | None:
     """Why DP attention pays on this MLA instance (its KV pool, replicated per rank, queues requests), else
-    None: not MLA, already DP attention, several groups or replicas, or no measured queue the pool causes."""
+    None: not MLA, not one plain TP instance inside a node (DP attention, dp-size, pipeline stages, several
+    groups or replicas), or no measured queue the pool causes (a running cap, SGLang's reset under
+    speculation included, is scheduling_limits' to raise)."""
     scenario, baseline = ctx.scenario, ctx.baseline
     server = main_server(scenario)
     groups = scenario.deployment.groups
-    if ctx.model.attention is not AttentionKind.MLA or server.attention_dp_size > 1 or server.tp_size < 2 \
-            or len(groups) != 1 or groups[0].role != "unified" or baseline is None:
+    one_instance = len(groups) == 1 and groups[0].role == "unified" and groups[0].replicas == 1
+    plain_tp = server.dp_size <= 1 and server.pp_size <= 1 and server.attention_dp_size <= 1
+    if ctx.model.attention is not AttentionKind.MLA or not one_instance or not plain_tp or server.tp_size < 2 \
+            or server.tp_size > scenario.hardware.gpus_per_node or baseline is None:
         return None
     metrics = baseline.server
-    cap = server.max_running_requests
+    cap, _ = running_cap(server)  # SGLang's own reset under speculation counts as a cap
     if metrics.num_queue_reqs < 1 or metrics.token_usage < POOL_IN_USE \
             or (cap and metrics.num_running_reqs >= CAP_BINDS * cap):
         return None

@@ -196,8 +196,11 @@ def _split_sizes(ctx: TuningContext, tp: int) -> list[int]:
         # Fewer GPUs per request make a slower token: with no ITL headroom, or one request in flight, the same GPUs only.
         size = top - 1 if _itl_tight(ctx) or lone_client(ctx) else min(size, top - 1)
     if _spans_nodes(ctx) and _itl_tight(ctx):
-        # No ITL headroom: only the split that takes the all-reduce off the network, not a smaller TP.
-        size = max(size, ctx.scenario.hardware.gpus_per_node)
+        # No ITL headroom: only the split that takes the all-reduce off the network, no smaller TP and no
+        # wider one still spanning nodes.
+        per_node = ctx.scenario.hardware.gpus_per_node
+        fits = size <= per_node < top and not 0 < clients < gpus // per_node
+        return [per_node] if fits else []
     while size < top:
         if not 0 < clients < gpus // size:
             out.append(size)

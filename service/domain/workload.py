@@ -12,6 +12,9 @@ import msgspec
 Position = Literal["front", "back"]
 # A log-normal length given by its median alone is read with this p95 (a moderate spread).
 DEFAULT_P95_OVER_MEDIAN = 1.6
+# The per-token draft acceptance speculative rounds are simulated with when the workload states none: a
+# middle value between the casebook's drafts (case 1 accepts 0.637 of its drafted tokens, case 3 0.357).
+DEFAULT_DRAFT_ACCEPTANCE = 0.75
 # Every generated prompt ends with at least this many tokens of its own (the simulator's MIN_UNIQUE_TAIL).
 OWN_TAIL_TOKENS = 32
 # Prompt lengths are read at this many evenly spaced quantiles when averaging over the length law.
@@ -47,8 +50,10 @@ class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     def quantiles(self, count: int = _LENGTH_QUANTILES) -> list[float]:
         """`count` evenly spaced quantiles of the law (mid-points), for averages over it; a log-normal's far
-        tail is cut at twice its p95, as the simulator draws it."""
+        tail is cut at `maximum`, else at twice its p95, as the simulator draws it."""
         mids = [(k + 0.5) / count for k in range(count)]
+        if self.median < 1:  # out of range (the door's range check names it): no law to read
+            return [float(max(self.minimum, 1))] * count
         if self.kind == "fixed":
             values = [float(self.median)] * count
         elif self.kind == "uniform":
@@ -61,7 +66,8 @@ class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             p95 = self.lognormal_p95()
             sigma = max(math.log(max(p95, self.median + 1) / self.median) / 1.645, 1e-3)
             normal = NormalDist()
-            values = [min(self.median * math.exp(sigma * normal.inv_cdf(q)), 2.0 * p95) for q in mids]
+            tail = 2.0 * p95 if self.maximum is None else math.inf  # a stated maximum cuts instead
+            values = [min(self.median * math.exp(sigma * normal.inv_cdf(q)), tail) for q in mids]
         top = self.maximum or math.inf
         return [min(max(v, float(self.minimum), 1.0), top) for v in values]
 
@@ -115,8 +121,14 @@ class SpeculativeBehaviour(msgspec.Struct, frozen=True, kw_only=True, forbid_unk
     with neither gets no speculative decoding proposed: a made-up draft path would never launch.
     """
 
-    draft_acceptance: float = 0.75
+    # Per-token acceptance; None when the workload does not state it (`acceptance` reads the default then).
+    draft_acceptance: float | None = None
     draft_model: str | None = None
+
+    @property
+    def acceptance(self) -> float:
+        """The stated per-token acceptance, else DEFAULT_DRAFT_ACCEPTANCE."""
+        return self.draft_acceptance if self.draft_acceptance is not None else DEFAULT_DRAFT_ACCEPTANCE
 
 
 class WorkloadProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -179,9 +191,13 @@ class WorkloadProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 def _shared_parts(prefix: PrefixStructure, prompts: int) -> tuple[tuple[int | None, float], ...]:
     """The prompt's fixed parts in order, each with the share of `prompts` prompts whose prefix up to and
     including it an earlier prompt had (the first of each value is the one that misses); a document's length
-    is None (what the other parts leave)."""
+    is None (what the other parts leave).
+
+    A law is a few classes of equally likely values, (probability of each, how many), so a corpus of 100,000
+    documents times 10,000 conversations costs no more than one of each.
+    """
     parts: list[tuple[int | None, float]] = []
-    law = [1.0]  # the joint law of the values of the parts so far
+    law: list[tuple[float, int]] = [(1.0, 1)]  # the joint law of the values of the parts so far
     if prefix.variable_tokens and prefix.variable_position == "front":
         parts.append((prefix.variable_tokens, _repeats(law, prompts)))  # one value per period: shared within it
     parts.append((prefix.system_prompt_tokens, _repeats(law, prompts)))
@@ -189,29 +205,35 @@ def _shared_parts(prefix: PrefixStructure, prompts: int) -> tuple[tuple[int | No
         parts.append((prefix.tool_definition_tokens, _repeats(law, prompts)))
     documents = prefix.documents
     if documents is not None and documents.count > 0:
-        # A popular request draws one of the first `popular` documents, any other one of the rest (of all of
-        # them when every document is popular).
-        count, popular = documents.count, min(documents.popular, documents.count)
-        share = documents.popular_share if popular else 0.0
-        law = [share / popular if k < popular else 0.0 for k in range(count)] if popular else [0.0] * count
-        cold = range(popular if popular < count else 0, count)
-        for k in cold:
-            law[k] += (1 - share) / len(cold)
+        law = _document_law(documents)
         parts.append((None, _repeats(law, prompts)))
     if prefix.history_tokens:
         conversations = prefix.conversations
         # Each prompt's history is its conversation's (drawn apart from its document), else its own.
-        law = [p / conversations for p in law for _ in range(conversations)] if conversations else []
+        law = [(p / conversations, n * conversations) for p, n in law] if conversations else []
         parts.append((prefix.history_tokens, _repeats(law, prompts)))
     if prefix.tools_position == "after_history":
         parts.append((prefix.tool_definition_tokens, _repeats(law, prompts)))
     return tuple((tokens, repeats) for tokens, repeats in parts if tokens is None or tokens > 0)
 
 
-def _repeats(law: list[float], prompts: int) -> float:
-    """The share of `prompts` draws from `law` (a probability per value) whose value an earlier draw had:
-    one less the expected number of distinct values over the draws (no law: every draw its own)."""
-    distinct = sum(1 - (1 - p) ** prompts for p in law if p > 0) if law else prompts
+def _document_law(documents: DocumentSet) -> list[tuple[float, int]]:
+    """Documents by popularity: a popular request draws one of the first `popular`, any other one of the rest
+    (of all of them when every document is popular)."""
+    count, popular = documents.count, min(documents.popular, documents.count)
+    share = documents.popular_share if popular else 0.0
+    if not popular:
+        return [(1 / count, count)]
+    if popular >= count:
+        return [(share / popular + (1 - share) / count, count)]
+    return [(share / popular, popular), ((1 - share) / (count - popular), count - popular)]
+
+
+def _repeats(law: list[tuple[float, int]], prompts: int) -> float:
+    """The share of `prompts` draws from `law` (classes of values: probability of each, how many) whose value
+    an earlier draw had: one less the expected number of distinct values over the draws (no law: every draw
+    its own)."""
+    distinct = sum(n * (1 - (1 - p) ** prompts) for p, n in law if p > 0) if law else prompts
     return max(1 - distinct / prompts, 0.0)
 
 

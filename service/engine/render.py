@@ -49,8 +49,9 @@ def render_markdown(report: TuningReport) -> str:
     for round_ in report.rounds:
         if round_.verdict is not None:
             summary = round_.delta.summary if round_.delta else "starting point"
+            note = round_.result.provenance.note if round_.result is not None else ""
             lines.append(f"- Round {round_.index} ({round_.technique}: {summary}): **{round_.verdict}**. "
-                         f"{' '.join(round_.reasons)}")
+                         f"{' '.join(round_.reasons)}" + (f" Measured how: {note}." if note else ""))
     if report.skipped:
         lines += ["", "## Steps not run", ""]
         lines += [f"- {s.technique}: {s.reason}" for s in report.skipped]

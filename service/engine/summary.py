@@ -100,9 +100,25 @@ def _headline(job: Job, checks: list[SLOCheck], capacity: list[str], final: Fina
         delta = round_.delta
         if delta is not None and delta.quality_check:
             lines.append(f"Round {round_.index} ({delta.summary}): {delta.quality_check.rstrip('.')}.")
+    if state.baseline_measured and (assumed := _assumed_acceptance(final)):
+        lines.append(assumed)
     if final.launch_refused and state.baseline_measured:
         lines.append("The flag catalogue refused the final launch commands: " + "; ".join(final.launch_refused))
     return lines
+
+
+def _assumed_acceptance(final: FinalParts) -> str:
+    """A warning when the final deployment's speculative figures rest on the default draft acceptance."""
+    speculative = final.scenario.workload.speculative
+    drafting = any(g.server.speculative_algorithm for g in final.scenario.deployment.groups)
+    simulated = any(r.provenance.source.value == "simulated" for r in final.results)
+    if not drafting or not simulated or speculative.draft_acceptance is not None:
+        return ""
+    return (f"The final deployment's speculative decoding was simulated at an assumed draft acceptance of "
+            f"{speculative.acceptance:g} per token (workload.speculative.draft_acceptance is not given): its "
+            "speed-up follows that figure. State the acceptance a your draft reaches on this traffic before "
+            "buying GPUs by it: a server running it with d draft steps reports `sglang:spec_accept_length` "
+            "L = 1 + a + ... + a^d.")
 
 
 def on_path(job: Job, state: EngineState) -> list[Round]:

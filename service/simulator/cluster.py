@@ -128,6 +128,11 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
                              + ("dispatched round-robin as SGLang's DP controller does" if alone else
                                 "the router's policy spreading requests over every rank (SGLang's DP controller "
                                 "inside each server dispatches round-robin)"))
+    drafting = any((g.server.speculative_algorithm or "").upper() in ("EAGLE", "EAGLE3", "NEXTN") for g in dep.groups)
+    if drafting and scenario.workload.speculative.draft_acceptance is None:
+        cluster.notes.append(f"speculative decoding was simulated with an assumed per-token draft acceptance of "
+                             f"{scenario.workload.speculative.acceptance:g}: workload.speculative.draft_acceptance "
+                             "is not given, and the speed-up follows it")
     staged = sorted({g.server.pp_size for g in dep.groups if g.server.pp_size > 1})
     if staged:
         cluster.notes.append(f"pipeline stages (pp-size {', '.join(map(str, staged))}) were simulated as one "
@@ -163,7 +168,7 @@ def _workers(scenario: Scenario, model: ModelSpec, group: WorkerGroup, replicas:
     resolved = resolve_server(model, hardware, server)
     balance = expert_balance(model, server)
     backend = grammar_backend(scenario.workload.structured_output, server.grammar_backend)
-    spec = speculative_settings(server, model, scenario.workload.speculative.draft_acceptance, scenario.sglang_version)
+    spec = speculative_settings(server, model, scenario.workload.speculative.acceptance, scenario.sglang_version)
     # The servers of this group on one node: as many as fit on it, no more than there are.
     per_node = max(min(float(group.replicas), hardware.gpus_per_node / max(resolved.world_size, 1)), 1.0)
     host = host_pool_tokens(resolved, server, hardware, per_node)

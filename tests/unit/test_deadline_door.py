@@ -30,8 +30,15 @@ def test_a_deadline_without_output_tokens_is_refused_with_the_size_from_the_work
     assert issue.hint is not None and issue.hint.startswith("set slo.deadline_output_tokens = 1.39e+08 (workload."
                                                             "total_requests 200,000 x about 696 output tokens each")
     # No request count either: the hint says how the casebook sizes it.
-    [bare] = errors(check_scenario(_batch(SLO(), total=None, kind="deadline")))
-    assert bare.field == "objective.kind" and "2.4M requests x 150 = 3.6e8" in (bare.hint or "")
+    [bare] = errors(check_scenario(_batch(SLO(deadline_hours=6), total=None, kind="deadline")))
+    assert bare.field == "slo.deadline_hours" and "2.4M requests x 150 = 3.6e8" in (bare.hint or "")
+    # The deadline objective with no deadline target ranks by output throughput: nothing to size.
+    assert not errors(check_scenario(_batch(SLO(), total=None, kind="deadline")))
+    # An output law out of range is the range check's to name, not a crash here.
+    broken = _batch(SLO(deadline_hours=6))
+    broken = msgspec.structs.replace(broken, workload=msgspec.structs.replace(
+        broken.workload, output=LengthDist(median=0)))
+    assert any(i.field == "workload.output.median" for i in errors(check_scenario(broken)))
 
 
 def test_a_sized_deadline_passes() -> None:

@@ -19,7 +19,7 @@ def _issues(model: str, method: str):
 
 
 def test_awq_and_gptq_on_a_bf16_checkpoint_fail_at_start() -> None:
-    for method in ("awq", "gptq_marlin", "modelopt_fp8"):
+    for method in ("awq", "gptq_marlin", "modelopt_fp8", "compressed-tensors", "w8a8_int8"):
         [issue] = _issues("Qwen/Qwen3.6-27B", method)
         assert issue.field == "deployment.groups[0].server.quantization" and issue.flag == "--quantization"
         assert f"--quantization {method} loads weights stored in {method}" in issue.message
@@ -30,3 +30,26 @@ def test_fp8_at_load_and_stored_checkpoints_pass() -> None:
     assert _issues("Qwen/Qwen3.6-27B", "fp8") == []
     # A checkpoint stored quantized (config.json's quantization_config) is the loader's to match.
     assert _issues("Qwen/Qwen3-32B-FP8", "fp8") == []
+
+
+def test_a_folder_checkpoint_stored_quantized_passes(tmp_path) -> None:
+    import json
+
+    from service.domain.model import bundled_configs
+
+    config = json.loads(bundled_configs()["Qwen/Qwen3-8B"].read_text())
+    # AWQ named in config.json's quantization_config.
+    named = tmp_path / "qwen3-8b-awq"
+    named.mkdir()
+    (named / "config.json").write_text(json.dumps({**config, "quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128}}))
+    assert _issues(str(named), "awq") == []
+    # A ModelOpt checkpoint keeping its metadata beside config.json only.
+    beside = tmp_path / "qwen3-8b-modelopt"
+    beside.mkdir()
+    (beside / "config.json").write_text(json.dumps(config))
+    (beside / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
+    assert _issues(str(beside), "modelopt_fp8") == []
+    # The same folder without that file is a 16-bit checkpoint.
+    (beside / "hf_quant_config.json").unlink()
+    assert len(_issues(str(beside), "modelopt_fp8")) == 1

@@ -89,7 +89,7 @@ def emulator_env(scenario: Scenario, settings: RunnerSettings, cost_model: str |
            EMULATOR_ENV + "GPU": settings.emulator_gpu or scenario.hardware.gpu,
            EMULATOR_ENV + "TIME_SCALE": repr(settings.time_scale),
            EMULATOR_ENV + "COST_MODEL": cost_model or "roofline",
-           EMULATOR_ENV + "DRAFT_ACCEPTANCE": repr(scenario.workload.speculative.draft_acceptance),
+           EMULATOR_ENV + "DRAFT_ACCEPTANCE": repr(scenario.workload.speculative.acceptance),
            EMULATOR_ENV + "JSON_FAILURE_RATE": repr(scenario.workload.structured_output.prompt_only_failure_rate)}
     if first and settings.emulator_fault:
         env[EMULATOR_ENV + "FAULT"] = settings.emulator_fault

@@ -73,7 +73,7 @@ WORKLOADS = {
 def test_structure_sharing_matches_the_prompts_built_from_it(name: str) -> None:
     workload = WORKLOADS[name]
     expected, measured = workload.structure_sharing(PROMPTS), _measured(workload)
-    assert expected == pytest.approx(measured, abs=0.04), name
+    assert expected == pytest.approx(measured, abs=0.02), name
 
 
 def test_a_stated_rate_wins_and_a_lone_prompt_shares_nothing() -> None:
@@ -84,3 +84,11 @@ def test_a_stated_rate_wins_and_a_lone_prompt_shares_nothing() -> None:
     assert rag.structure_sharing(1) == 0.0
     assert WORKLOADS["no structure"].structure_sharing(PROMPTS) == 0.0
     assert WORKLOADS["request id in front"].structure_sharing(PROMPTS) == 0.0
+
+
+def test_a_huge_corpus_of_conversations_costs_nothing_to_read() -> None:
+    # 100,000 documents times 10,000 conversations is a joint law of a billion values, read as four classes.
+    corpus = WorkloadProfile(input=LengthDist(median=5000, p95=9000), prefix=PrefixStructure(
+        documents=DocumentSet(count=100_000, tokens=3000, popular=100, popular_share=0.5), history_tokens=500,
+        conversations=10_000))
+    assert 0.3 < corpus.structure_sharing(2000) < 0.5

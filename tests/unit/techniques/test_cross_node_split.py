@@ -41,3 +41,10 @@ def test_within_a_node_the_headroom_rule_still_holds() -> None:
     scen = scenario(dense, "H100-SXM", 8, deployment(dense, tp=8), clients=48, slo=SLO(itl_median_ms=60))
     verdict = Parallelism().applicable(context(scen, baseline=measured(48.0, median_itl_ms=59.5)))
     assert not verdict.applicable and verdict.reason.startswith("Median ITL 59.5 ms leaves no headroom")
+
+
+def test_four_nodes_with_no_headroom_get_the_node_width_only() -> None:
+    ctx = _two_nodes(tp=32)
+    four = msgspec.structs.replace(ctx.scenario, hardware=Hardware(gpu="H100-SXM", gpus_per_node=8, nodes=4))
+    proposals = Parallelism().propose(msgspec.structs.replace(ctx, scenario=four))
+    assert [d.summary for d in proposals] == ["TP8 x 4 + power_of_two router"]

@@ -48,3 +48,16 @@ def test_no_queue_keeps_the_scale_rule_and_a_kept_dp_attention_is_not_undone() -
     assert MoeParallelism().applicable(ep).applicable
     [plain] = MoeParallelism().propose(ep)
     assert plain.summary.startswith("plain TP8: EP8 + DP attention 8 off")
+
+
+def test_a_running_cap_or_more_than_one_instance_is_not_the_pools_queue() -> None:
+    # NEXTN with no cap set runs under SGLang's reset of 48: 48 running and a queue is the cap's.
+    nextn = _node(queue=232, speculative_algorithm="NEXTN")
+    nextn = msgspec.structs.replace(nextn, baseline=msgspec.structs.replace(
+        nextn.baseline, server=ServerMetrics(num_queue_reqs=232, token_usage=0.81, num_running_reqs=48)))
+    assert not MoeParallelism().applicable(nextn).applicable
+    # Two TP4 replicas behind a router: not the one TP instance this rule re-cuts.
+    two = _node(queue=232)
+    dep = deployment(MODEL, tp=4, replicas=2)
+    two = msgspec.structs.replace(two, scenario=msgspec.structs.replace(two.scenario, deployment=dep))
+    assert not MoeParallelism().applicable(two).applicable

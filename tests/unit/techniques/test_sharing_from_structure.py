@@ -51,6 +51,20 @@ def test_a_stated_rate_the_prompts_do_not_have_warns_with_both_figures() -> None
     assert "system_prompt_tokens" in (issue.hint or "") and "leave prefix_sharing_rate out" in (issue.hint or "")
     # Close enough to what the structure shares: no warning.
     assert not [i for i in check_scenario(_rag(stated=0.8)) if i.field == "workload.prefix_sharing_rate"]
+    # A prompt law out of range is the range check's to name, not a crash here.
+    broken = _rag(stated=0.5)
+    broken = msgspec.structs.replace(broken, workload=msgspec.structs.replace(broken.workload,
+                                                                              input=LengthDist(median=0)))
+    assert any(i.field == "workload.input.median" for i in check_scenario(broken))
+
+
+def test_the_random_dataset_shares_nothing_whatever_the_structure() -> None:
+    from service import scenario_sharing
+
+    scen = _rag()
+    random = msgspec.structs.replace(scen, bench=msgspec.structs.replace(scen.bench, dataset="random"))
+    assert scenario_sharing(scen) > 0.8 and scenario_sharing(random) == 0.0
+    assert _policies(random) == ["power_of_two"]
 
 
 def test_a_replayed_trace_with_no_stated_rate_is_read_at_its_own_sharing() -> None:
