@@ -123,10 +123,11 @@ def test_pd_below_the_casebooks_scale_is_measured_against_unified_replicas_on_th
     # Casebook "GPU Scale": PD is detrimental below 16 GPUs, and no other technique re-cuts a PD deployment, so
     # pd_disaggregation measures the same four GPUs as TP1 x 4 unified replicas. The measurement decides: here
     # the simulated disaggregated pools keep decoding free of prefill chunks and stay (the unified replicas lose
-    # throughput), a finding docs/fidelity.md records for the casebook's own cases too.
+    # throughput), a finding docs/fidelity.md records for the casebook's own cases too. The replicas are routed
+    # cache_aware: the 400-token system prompt makes 0.38 of the prompts' tokens shared.
     outcome = job("pd-four-gpus", auto(), build(PD_FOUR_GPUS))
     [unified] = rounds(outcome, "pd_disaggregation")
-    assert unified.delta is not None and unified.delta.summary.startswith("no PD: TP1 x 4 unified + power_of_two")
+    assert unified.delta is not None and unified.delta.summary.startswith("no PD: TP1 x 4 unified + cache_aware")
     assert unified.state == "finished" and unified.repeats >= 2 and unified.verdict in KEPT + ("rollback",)
     assert "output_throughput.change" in unified.figures
     final = outcome.report.final
