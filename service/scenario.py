@@ -99,14 +99,11 @@ def scenario_sharing(scenario: Scenario) -> float:
     `prefix_sharing_rate`; else nothing for bench_serving's random dataset; else, for a bench replaying a trace, the rate its measured records share (the
     casebook's sorted-adjacent rate over their block ids, as `sglang-tuner profile --trace` measures it);
     else what the workload's prefix structure shares over the bench's prompts."""
-    workload, bench = scenario.workload, scenario.bench
-    if workload.prefix_sharing_rate is not None:
-        return workload.prefix_sharing_rate
-    if bench.dataset == "random":  # bench_serving's random dataset: every prompt its own tokens
-        return 0.0
-    trace = bench.trace
-    if bench.dataset != "trace" or trace is None or not trace.records:
-        return workload.structure_sharing(bench.num_prompts)
+    workload, bench, trace = scenario.workload, scenario.bench, scenario.bench.trace
+    if workload.prefix_sharing_rate is None and bench.dataset == "random":
+        return 0.0  # bench_serving's random dataset: every prompt its own tokens
+    if workload.prefix_sharing_rate is not None or bench.dataset != "trace" or trace is None or not trace.records:
+        return workload.sharing_rate(bench.num_prompts)
     key = (bench.warm_prompts, bench.num_prompts)
     hit = _TRACE_SHARING.get("last")
     if hit is not None and hit[0] is trace and hit[1] == key:

@@ -11,12 +11,8 @@ node at 512 clients keeps 232 requests queued at token_usage 0.81.
 from __future__ import annotations
 
 from plugins.techniques._rules import main_server, running_cap
+from plugins.techniques.batch_parameters import CAP_BINDS, ROOMY_TOKEN_USAGE
 from service import AttentionKind, ConfigDelta, TuningContext
-
-# The running cap binds when the server runs at least this share of it: then the cap, not the pool, queues.
-CAP_BINDS = 0.8
-# Casebook "Server Metrics": token_usage 0.5-0.85 is normal; under half, the pool has room to spare.
-POOL_IN_USE = 0.5
 
 
 def mla_pool_bound(ctx: TuningContext) -> str | None:
@@ -34,7 +30,7 @@ def mla_pool_bound(ctx: TuningContext) -> str | None:
         return None
     metrics = baseline.server
     cap, _ = running_cap(server)  # SGLang's own reset under speculation counts as a cap
-    if metrics.num_queue_reqs < 1 or metrics.token_usage < POOL_IN_USE \
+    if metrics.num_queue_reqs < 1 or metrics.token_usage < ROOMY_TOKEN_USAGE \
             or (cap and metrics.num_running_reqs >= CAP_BINDS * cap):
         return None
     return (f"{ctx.model.name} keeps its MLA latent KV on every one of the TP{server.tp_size} ranks, and "

@@ -15,8 +15,11 @@ DEFAULT_P95_OVER_MEDIAN = 1.6
 # The per-token draft acceptance speculative rounds are simulated with when the workload states none: a
 # middle value between the casebook's drafts (case 1 accepts 0.637 of its drafted tokens, case 3 0.357).
 DEFAULT_DRAFT_ACCEPTANCE = 0.75
-# Every generated prompt ends with at least this many tokens of its own (the simulator's MIN_UNIQUE_TAIL).
+# Every generated prompt ends with at least this many tokens of its own (its question, however short).
 OWN_TAIL_TOKENS = 32
+# Without an explicit maximum, a log-normal length is capped at this multiple of its p95 (a fitted
+# log-normal's far tail is not in any measured log).
+TAIL_CAP_OVER_P95 = 2
 # Prompt lengths are read at this many evenly spaced quantiles when averaging over the length law.
 _LENGTH_QUANTILES = 40
 
@@ -66,7 +69,7 @@ class LengthDist(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             p95 = self.lognormal_p95()
             sigma = max(math.log(max(p95, self.median + 1) / self.median) / 1.645, 1e-3)
             normal = NormalDist()
-            tail = 2.0 * p95 if self.maximum is None else math.inf  # a stated maximum cuts instead
+            tail = TAIL_CAP_OVER_P95 * p95 if self.maximum is None else math.inf  # a stated maximum cuts instead
             values = [min(self.median * math.exp(sigma * normal.inv_cdf(q)), tail) for q in mids]
         top = self.maximum or math.inf
         return [min(max(v, float(self.minimum), 1.0), top) for v in values]

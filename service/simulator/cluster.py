@@ -128,7 +128,7 @@ def build_cluster(scenario: Scenario, model: ModelSpec, bind: BindCost, rng: np.
                              + ("dispatched round-robin as SGLang's DP controller does" if alone else
                                 "the router's policy spreading requests over every rank (SGLang's DP controller "
                                 "inside each server dispatches round-robin)"))
-    drafting = any((g.server.speculative_algorithm or "").upper() in ("EAGLE", "EAGLE3", "NEXTN") for g in dep.groups)
+    drafting = any(w.setup.spec is not None for w in cluster.all_workers())
     if drafting and scenario.workload.speculative.draft_acceptance is None:
         cluster.notes.append(f"speculative decoding was simulated with an assumed per-token draft acceptance of "
                              f"{scenario.workload.speculative.acceptance:g}: workload.speculative.draft_acceptance "

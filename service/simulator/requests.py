@@ -24,6 +24,7 @@ from service.domain import (
     TraceSpec,
     WorkloadProfile,
 )
+from service.domain.workload import OWN_TAIL_TOKENS, TAIL_CAP_OVER_P95
 
 if TYPE_CHECKING:  # radix.py imports this module
     from service.simulator.radix import Node
@@ -38,11 +39,9 @@ PERIOD_PENDING = PERIOD_BASE - 1
 UNIQUE_BASE = 1 << 40
 # A trace's hash id h is block TRACE_BASE + h: above every unique block (UNIQUE_BASE + 4 x request index).
 TRACE_BASE = 1 << 48
-MIN_UNIQUE_TAIL = 32  # every prompt ends with its own question, however short
+MIN_UNIQUE_TAIL = OWN_TAIL_TOKENS  # every prompt ends with its own question, however short
 # bench_serving's warm-up repeats the first dataset row with output_len=min(out, 32) (benchmark/serving.py).
 WARMUP_OUTPUT_CAP = 32
-# Without an explicit maximum, a log-normal length is capped at this multiple of its p95.
-TAIL_CAP_OVER_P95 = 2
 _DOCUMENT_SEED = 20_001_000
 
 
